@@ -1,0 +1,1 @@
+# Installs the dlscale binary, the library, its headers and a CMake package.

@@ -1,0 +1,64 @@
+// The dlscale HDF5 dataset: a folder with index.json and shard files, each
+// shard holding /samples (N×C×H×W or N×F, uint8 or float32, chunked by sample
+// ranges) and /labels (N int32). Layout documented in docs/data-format.md.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace dlscale {
+
+enum class SampleType { u8, f32 };
+std::string to_string(SampleType type);
+
+struct ShardInfo {
+  std::string path;         // absolute path of the shard file
+  std::int64_t first = 0;   // global index of its first sample
+  std::int64_t count = 0;
+};
+
+struct DatasetInfo {
+  std::string dir;
+  Shape sample_shape;       // without the batch dimension
+  SampleType sample_type = SampleType::u8;
+  int num_classes = 0;
+  std::int64_t num_samples = 0;
+  std::vector<ShardInfo> shards;
+};
+
+// Reads and validates DIR/index.json and the shape and type of every shard;
+// every problem is an error naming the file.
+DatasetInfo open_dataset(const std::string& dir);
+
+// Reads samples by global index. Opens its files lazily in the thread that
+// calls read() (HDF5 handles must not cross a fork or be shared between threads).
+class DatasetReader {
+ public:
+  explicit DatasetReader(DatasetInfo info);
+  ~DatasetReader();
+  DatasetReader(const DatasetReader&) = delete;
+  DatasetReader& operator=(const DatasetReader&) = delete;
+
+  // Fills x (resized to indices.size() × sample_shape, element type dtype;
+  // uint8 samples are scaled to [0, 1]) and labels. Runs of consecutive
+  // indices are read as one hyperslab; nothing outside the asked ranges is
+  // requested. A label outside [0, num_classes) is an error naming the shard
+  // and the sample.
+  void read(std::span<const std::int64_t> indices, DType dtype, Tensor& x, std::vector<std::int32_t>& labels);
+
+  const DatasetInfo& info() const { return info_; }
+  // Sample bytes requested from HDF5 so far (tests check slices stay slices).
+  std::int64_t bytes_requested() const { return bytes_requested_; }
+
+ private:
+  struct OpenShard;
+  DatasetInfo info_;
+  std::vector<OpenShard*> open_;  // one slot per shard, opened on first use
+  std::int64_t bytes_requested_ = 0;
+};
+
+}  // namespace dlscale

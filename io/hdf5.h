@@ -1,0 +1,57 @@
+// Small RAII layer over the HDF5 C API shared by datasets, models and
+// checkpoints. Debian's serial HDF5 is not built thread-safe, so every HDF5
+// call in dlscale runs under hdf5_lock().
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace dlscale {
+
+std::unique_lock<std::recursive_mutex> hdf5_lock();
+
+// Owns one hid_t and closes it with the right H5*close for its type.
+class H5Id {
+ public:
+  H5Id() = default;
+  explicit H5Id(hid_t id) : id_(id) {}
+  ~H5Id();
+  H5Id(H5Id&& o) noexcept : id_(o.id_) { o.id_ = -1; }
+  H5Id& operator=(H5Id&& o) noexcept;
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  hid_t get() const { return id_; }
+  explicit operator bool() const { return id_ >= 0; }
+
+ private:
+  hid_t id_ = -1;
+};
+
+// Opening and creating files; errors name the path. HDF5's own error stack
+// printing is turned off: dlscale reports one clear line instead.
+H5Id open_h5_read(const std::string& path);
+H5Id create_h5(const std::string& path);  // truncates
+
+// Tensors as float32/float64 datasets at `name` (a path relative to loc; the
+// parent groups are created).
+void write_tensor(hid_t loc, const std::string& name, const Tensor& t);
+// Reads into a tensor of the dataset's own type; `file` names it in errors.
+Tensor read_tensor(hid_t loc, const std::string& name, const std::string& file);
+bool h5_exists(hid_t loc, const std::string& name);
+
+void write_string_attribute(hid_t loc, const std::string& name, const std::string& value);
+std::string read_string_attribute(hid_t loc, const std::string& name, const std::string& file);
+void write_int_attribute(hid_t loc, const std::string& name, std::int64_t value);
+std::int64_t read_int_attribute(hid_t loc, const std::string& name, const std::string& file);
+
+// Makes `tmp_path` durable (fsync) and renames it onto `final_path`, so
+// readers see either the old file or the complete new one.
+void commit_file(const std::string& tmp_path, const std::string& final_path);
+
+}  // namespace dlscale

@@ -1,0 +1,47 @@
+// The Layer interface every layer implements, and the learnable parameter.
+// Tensors passed between layers are batch-first: N×F or N×C×H×W.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace dlscale {
+
+struct Param {
+  std::string name;        // "weight", "bias", "scale", "offset"
+  Tensor value;
+  Tensor grad;             // same shape and dtype as value
+  bool regularize = true;  // L2 regularization applies (false for biases and batch-norm terms)
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  // The layer's name in model specs ("dense", "conv2d", ...).
+  virtual std::string kind() const = 0;
+  // Shape of one output sample (without the batch dimension).
+  const Shape& output_shape() const { return output_shape_; }
+
+  // Computes y from x and keeps what backward needs. training selects
+  // batch statistics (batchnorm) and masking (dropout).
+  virtual Tensor forward(const Tensor& x, bool training) = 0;
+  // Given dL/dy of the last forward, overwrites every param's grad with
+  // dL/dparam and returns dL/dx.
+  virtual Tensor backward(const Tensor& dy) = 0;
+
+  virtual std::vector<Param*> params() { return {}; }
+  // Non-learnable state saved with the model (batch-norm running statistics).
+  virtual std::vector<std::pair<std::string, Tensor*>> buffers() { return {}; }
+
+ protected:
+  Shape output_shape_;
+};
+
+}  // namespace dlscale

@@ -1,0 +1,57 @@
+// One line of a model spec ("conv2d filters=16 kernel=3 padding=1") and the
+// typed, checked access to its attributes that layer factories use.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/rng.h"
+#include "runtime/tensor.h"
+
+namespace dlscale {
+
+class LayerSpec {
+ public:
+  // Parses "kind key=value key=value"; `where` names the source for errors
+  // (e.g. "cnn.ini: layer 3").
+  static LayerSpec parse(const std::string& text, const std::string& where);
+
+  const std::string& kind() const { return kind_; }
+  const std::string& text() const { return text_; }
+  const std::string& where() const { return where_; }
+  bool has(const std::string& key) const { return attrs_.count(key) != 0; }
+
+  // Each getter marks the key as used; a missing key without a default is an error.
+  std::int64_t get_int(const std::string& key) const;
+  std::int64_t get_int(const std::string& key, std::int64_t fallback) const;
+  double get_double(const std::string& key, double fallback) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+
+  // Throws naming the first attribute no getter asked for (a typo, usually).
+  void reject_unused() const;
+  // Throws "<where>: <kind>: <message>".
+  [[noreturn]] void fail_here(const std::string& message) const;
+
+ private:
+  const std::string& raw(const std::string& key) const;
+
+  std::string kind_, text_, where_;
+  std::map<std::string, std::string> attrs_;
+  mutable std::set<std::string> used_;
+};
+
+// What a factory needs to build a layer: the input sample shape (no batch
+// dimension), the parameter element type and the initialization stream.
+struct LayerContext {
+  Shape input_shape;
+  DType dtype = DType::f32;
+  Rng* rng = nullptr;
+  int index = 0;  // position in the network, seeds per-layer randomness (dropout)
+};
+
+}  // namespace dlscale

@@ -1,0 +1,12 @@
+// PLACEHOLDER: being written; replace this whole file.
+#pragma once
+
+#include <memory>
+
+#include "layers/layer.h"
+#include "layers/layer_spec.h"
+
+namespace dlscale {
+std::unique_ptr<Layer> make_maxpool(const LayerSpec& spec, const LayerContext& ctx);
+std::unique_ptr<Layer> make_avgpool(const LayerSpec& spec, const LayerContext& ctx);
+}  // namespace dlscale
