@@ -1,10 +1,16 @@
-# dlscale_add_test(NAME SOURCES a.cpp b.cpp [MPI_SIZE n] [LABELS l...])
+# dlscale_add_test(NAME SOURCES a.cpp b.cpp [MPI_SIZE n] [NO_MPI] [LABELS l...])
 # Builds one GoogleTest executable; with MPI_SIZE it runs under
-# mpirun -n n --oversubscribe, as every distributed test must.
+# mpirun -n n --oversubscribe, as every distributed test must. NO_MPI tests
+# (those that start the dlscale binary themselves) do not initialize MPI, so
+# their children never inherit a singleton's MPI environment.
 function(dlscale_add_test name)
-  cmake_parse_arguments(T "" "MPI_SIZE" "SOURCES;LABELS" ${ARGN})
+  cmake_parse_arguments(T "NO_MPI" "MPI_SIZE" "SOURCES;LABELS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE dlscale::dlscale GTest::gtest ${DLSCALE_TEST_MAIN})
+  if(T_NO_MPI)
+    target_link_libraries(${name} PRIVATE dlscale::dlscale GTest::gtest_main)
+  else()
+    target_link_libraries(${name} PRIVATE dlscale::dlscale GTest::gtest ${DLSCALE_TEST_MAIN})
+  endif()
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   if(T_MPI_SIZE)
     add_test(NAME ${name} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_MPI_SIZE} --oversubscribe

@@ -1,1 +1,73 @@
-// PLACEHOLDER: being written; replace this whole file.
+// Saving and loading networks as HDF5 files.
+#include "io/model_file.h"
+
+#include <sstream>
+
+#include "io/hdf5.h"
+
+namespace dlscale {
+
+namespace {
+constexpr const char* kFormat = "dlscale-model";
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += l + "\n";
+  return s;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+}  // namespace
+
+void save_model(const std::string& path, Network& net, const std::vector<std::pair<std::string, Tensor*>>& extra,
+                const TrainingPosition* position) {
+  const std::string tmp = path + ".tmp";
+  {
+    auto lock = hdf5_lock();
+    H5Id file = create_h5(tmp);
+    hid_t root = file.get();
+    write_string_attribute(root, "format", kFormat);
+    write_int_attribute(root, "version", 1);
+    write_string_attribute(root, "input_shape", to_string(net.spec().input_shape));
+    write_string_attribute(root, "layers", join_lines(net.spec().layer_lines));
+    write_string_attribute(root, "dtype", to_string(net.dtype()));
+    write_int_attribute(root, "num_classes", net.num_classes());
+    if (position) {
+      write_int_attribute(root, "iteration", position->iteration);
+      write_int_attribute(root, "epoch", position->epoch);
+    }
+    for (auto& [name, tensor] : net.named_tensors()) write_tensor(root, "params/" + name, *tensor);
+    for (auto& [name, tensor] : extra) write_tensor(root, "optimizer/" + name, *tensor);
+  }
+  commit_file(tmp, path);
+}
+
+std::unique_ptr<Network> load_model(const std::string& path) {
+  auto lock = hdf5_lock();
+  H5Id file = open_h5_read(path);
+  hid_t root = file.get();
+  if (read_string_attribute(root, "format", path) != kFormat) fail(path + " is not a dlscale model file");
+  NetworkSpec spec;
+  spec.source = path;
+  spec.input_shape = parse_shape(read_string_attribute(root, "input_shape", path), path + ": input_shape");
+  spec.layer_lines = split_lines(read_string_attribute(root, "layers", path));
+  auto dtype = parse_dtype(read_string_attribute(root, "dtype", path));
+  auto net = std::make_unique<Network>(spec, dtype, 0);
+  for (auto& [name, tensor] : net->named_tensors()) {
+    Tensor stored = read_tensor(root, "params/" + name, path);
+    if (stored.shape() != tensor->shape())
+      fail(path + ": params/" + name + " has shape " + to_string(stored.shape()) + ", the network expects " +
+           to_string(tensor->shape()));
+    tensor->copy_from(stored.to(dtype));
+  }
+  return net;
+}
+
+}  // namespace dlscale

@@ -1,2 +1,77 @@
+// dlscale: the command line. Dispatches to a subcommand, and is the one place
+// that catches errors: it prints them once and makes sure a failing rank
+// brings the whole job down instead of leaving the others hanging.
+#include <mpi.h>
+
 #include <cstdio>
-int main() { return 0; }
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <map>
+
+#include "launch/commands.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: dlscale <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train CONFIG [--option value ...]   train a network (options: dlscale train --help)\n"
+    "  shard --images F --labels F --output DIR --shards N   convert idx, CSV or .npy data to HDF5 shards\n"
+    "  predict --model RUN/model.h5 --data DIR [--output F]  classify a dataset with a trained model\n"
+    "  info                                 build, devices and the rank layout of this job\n";
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int world_size() {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    if (world_rank() == 0) std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  using Command = int (*)(const dlscale::Args&, dlscale::Communicator&);
+  const std::map<std::string, Command> commands = {{"train", dlscale::train_command},
+                                                   {"shard", dlscale::shard_command},
+                                                   {"predict", dlscale::predict_command},
+                                                   {"info", dlscale::info_command}};
+  auto it = commands.find(argv[1]);
+  if (it == commands.end())
+    throw dlscale::UsageError(std::string("unknown command '") + argv[1] + "'\n" + kUsage);
+  dlscale::Args args(argv + 2, argv + argc);
+  dlscale::Communicator comm(MPI_COMM_WORLD);
+  return it->second(args, comm);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  try {
+    code = run(argc, argv);
+  } catch (const dlscale::UsageError& e) {
+    if (world_rank() == 0) std::cerr << "dlscale: error: " << e.what() << std::endl;
+    code = 2;
+  } catch (const std::exception& e) {
+    if (world_size() == 1) {
+      std::cerr << "dlscale: error: " << e.what() << std::endl;
+      code = 1;
+    } else {
+      // Other ranks may be waiting in a collective: only an abort ends them.
+      std::cerr << "dlscale: rank " << world_rank() << ": error: " << e.what() << std::endl;
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  MPI_Finalize();
+  return code;
+}

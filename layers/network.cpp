@@ -1,1 +1,187 @@
-// PLACEHOLDER
+// Building and running a Network from its spec.
+#include "layers/network.h"
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "layers/layer_spec.h"
+#include "layers/registry.h"
+#include "runtime/rng.h"
+
+namespace dlscale {
+
+namespace {
+
+// y = a + b elementwise (same shape and dtype).
+Tensor add_tensors(const Tensor& a, const Tensor& b) {
+  Tensor y = a.clone();
+  dispatch(y.dtype(), [&]<class T>() {
+    T* py = y.data<T>();
+    const T* pb = b.data<T>();
+    const std::int64_t n = y.numel();
+#pragma omp parallel for if (n > 65536)
+    for (std::int64_t i = 0; i < n; ++i) py[i] += pb[i];
+  });
+  return y;
+}
+
+void accumulate(Tensor& into, const Tensor& g) {
+  if (into.empty()) {
+    into = g.clone();
+    return;
+  }
+  dispatch(into.dtype(), [&]<class T>() {
+    T* p = into.data<T>();
+    const T* q = g.data<T>();
+    for (std::int64_t i = 0; i < into.numel(); ++i) p[i] += q[i];
+  });
+}
+
+Shape with_batch(std::int64_t n, const Shape& sample) {
+  Shape s{n};
+  s.insert(s.end(), sample.begin(), sample.end());
+  return s;
+}
+
+}  // namespace
+
+Shape parse_shape(const std::string& text, const std::string& option) {
+  Shape shape;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, 'x')) {
+    try {
+      std::size_t used = 0;
+      long long v = std::stoll(part, &used);
+      if (used != part.size() || v <= 0) throw std::invalid_argument(part);
+      shape.push_back(v);
+    } catch (const std::exception&) {
+      fail(option + " = '" + text + "' is not a shape like 1x28x28 or 784");
+    }
+  }
+  if (shape.empty()) fail(option + " is empty; give a shape like 1x28x28 or 784");
+  return shape;
+}
+
+Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std::move(spec)), dtype_(dtype) {
+  if (spec_.layer_lines.empty()) fail(spec_.source + ": the network has no layers (add 'layer = ...' lines)");
+  Rng rng(seed);
+  Shape shape = spec_.input_shape;
+  std::map<std::string, int> by_name;
+  for (std::size_t i = 0; i < spec_.layer_lines.size(); ++i) {
+    auto where = spec_.source + ": layer " + std::to_string(i + 1);
+    auto line = LayerSpec::parse(spec_.layer_lines[i], where);
+    Node node;
+    node.kind = line.kind();
+    node.name = line.get_string("name", "layer" + std::to_string(i + 1));
+    if (by_name.count(node.name)) line.fail_here("name '" + node.name + "' is used twice");
+    if (node.kind == "add") {
+      auto from = line.get_string("from", "");
+      if (!by_name.count(from)) line.fail_here("from=" + from + " names no earlier layer");
+      node.add_from = by_name[from];
+      const Shape& other = nodes_[node.add_from].output_shape;
+      if (other != shape)
+        line.fail_here("cannot add the output of '" + from + "' (" + to_string(other) + ") to " + to_string(shape));
+      line.reject_unused();
+      node.output_shape = shape;
+    } else {
+      if (node.kind == "softmax" && i + 1 != spec_.layer_lines.size())
+        line.fail_here("softmax must be the last layer");
+      LayerContext ctx{shape, dtype_, &rng, static_cast<int>(i)};
+      node.layer = make_layer(line, ctx);
+      node.output_shape = node.layer->output_shape();
+    }
+    shape = node.output_shape;
+    by_name[node.name] = static_cast<int>(i);
+    nodes_.push_back(std::move(node));
+  }
+  if (nodes_.back().kind != "softmax")
+    fail(spec_.source + ": the last layer must be softmax (dlscale trains classification networks)");
+  if (shape.size() != 1)
+    fail(spec_.source + ": softmax needs a vector of class scores, got " + to_string(shape) +
+         " (put a dense layer before it)");
+  num_classes_ = shape[0];
+  outputs_.resize(nodes_.size());
+}
+
+Tensor Network::forward_logits(const Tensor& x, bool training) {
+  Shape expected = with_batch(x.rank() ? x.dim(0) : 0, spec_.input_shape);
+  if (x.shape() != expected)
+    fail("network input is " + to_string(spec_.input_shape) + " per sample but the data gives " + to_string(x.shape()));
+  if (x.dtype() != dtype_)
+    fail("network parameters are " + to_string(dtype_) + " but the input is " + to_string(x.dtype()));
+  Tensor h = x;
+  for (std::size_t i = 0; i + 1 < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    h = node.layer ? node.layer->forward(h, training) : add_tensors(h, outputs_[node.add_from]);
+    outputs_[i] = h;
+  }
+  return h;
+}
+
+Tensor Network::predict(const Tensor& x) { return nodes_.back().layer->forward(forward_logits(x, false), false); }
+
+void Network::backward(const Tensor& dlogits) {
+  // skip_grads[j] collects dL/d(output j) arriving through add joins.
+  std::vector<Tensor> skip_grads(nodes_.size());
+  Tensor g = dlogits;
+  for (int i = static_cast<int>(nodes_.size()) - 2; i >= 0; --i) {
+    if (!skip_grads[i].empty()) g = add_tensors(g, skip_grads[i]);
+    Node& node = nodes_[i];
+    if (node.layer) {
+      if (i == 0 && node.layer->params().empty()) break;  // dL/dx of the data is never needed
+      g = node.layer->backward(g);
+    } else {
+      accumulate(skip_grads[node.add_from], g);  // y = x + out[from]: both get dy
+    }
+  }
+  for (auto& o : outputs_) o = Tensor();  // release activations between steps
+}
+
+std::vector<Param*> Network::params() {
+  std::vector<Param*> all;
+  for (auto& node : nodes_)
+    if (node.layer)
+      for (Param* p : node.layer->params()) all.push_back(p);
+  return all;
+}
+
+std::vector<std::pair<std::string, Tensor*>> Network::named_tensors() {
+  std::vector<std::pair<std::string, Tensor*>> all;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].layer) continue;
+    char prefix[32];
+    std::snprintf(prefix, sizeof prefix, "%02zu_", i);
+    auto base = prefix + nodes_[i].kind + "/";
+    for (Param* p : nodes_[i].layer->params()) all.emplace_back(base + p->name, &p->value);
+    for (auto& [name, t] : nodes_[i].layer->buffers()) all.emplace_back(base + name, t);
+  }
+  return all;
+}
+
+std::int64_t Network::parameter_count() {
+  std::int64_t n = 0;
+  for (Param* p : params()) n += p->value.numel();
+  return n;
+}
+
+std::string Network::describe() {
+  std::ostringstream out;
+  char line[160];
+  std::snprintf(line, sizeof line, "  %-3s %-10s %-10s %-14s %s\n", "#", "name", "kind", "output", "learnables");
+  out << line;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    std::int64_t n = 0;
+    if (nodes_[i].layer)
+      for (Param* p : nodes_[i].layer->params()) n += p->value.numel();
+    std::snprintf(line, sizeof line, "  %-3zu %-10s %-10s %-14s %lld\n", i + 1, nodes_[i].name.c_str(),
+                  nodes_[i].kind.c_str(), to_string(nodes_[i].output_shape).c_str(), static_cast<long long>(n));
+    out << line;
+  }
+  out << "  input " << to_string(spec_.input_shape) << ", " << parameter_count() << " learnables, "
+      << to_string(dtype_) << "\n";
+  return out.str();
+}
+
+}  // namespace dlscale

@@ -1,0 +1,18 @@
+// `dlscale train` options: one table of names shared by the command line and
+// the INI config file (the command line wins), turned into TrainingOptions.
+#pragma once
+
+#include <string>
+
+#include "launch/commands.h"
+#include "runtime/training_options.h"
+
+namespace dlscale {
+
+// Parses args (a config file as the first positional argument or --config).
+// Relative data paths are resolved against the working directory; the
+// resolved options become TrainingOptions::config_text. Throws UsageError.
+TrainingOptions parse_training_options(const Args& args, Communicator& comm);
+std::string training_options_help();
+
+}  // namespace dlscale

@@ -1,0 +1,64 @@
+// A network: the layer list of a model spec built into layers, plus the
+// `add from=NAME` joins that make residual networks declarable. The last
+// layer is softmax; training works on the logits before it (fused loss).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "layers/layer.h"
+
+namespace dlscale {
+
+struct NetworkSpec {
+  Shape input_shape;                    // one sample, e.g. {1, 28, 28}
+  std::vector<std::string> layer_lines;  // "conv2d filters=16 kernel=3 padding=same", ...
+  std::string source = "model spec";    // names the origin in errors ("cnn.ini")
+};
+
+// "1x28x28" → {1, 28, 28}; `option` names the setting in errors.
+Shape parse_shape(const std::string& text, const std::string& option);
+
+class Network {
+ public:
+  // Builds every layer for `dtype` parameters, initialized from `seed`.
+  Network(NetworkSpec spec, DType dtype, std::uint64_t seed);
+
+  // Class probabilities (N, K): the full network including softmax.
+  Tensor predict(const Tensor& x);
+  // Logits (N, K): every layer but the final softmax.
+  Tensor forward_logits(const Tensor& x, bool training);
+  // Back-propagates dL/dlogits of the last forward_logits; fills every grad.
+  void backward(const Tensor& dlogits);
+
+  std::vector<Param*> params();
+  // Parameters and buffers under stable names ("02_conv2d/weight"), the
+  // layout of model files and checkpoints.
+  std::vector<std::pair<std::string, Tensor*>> named_tensors();
+  std::int64_t parameter_count();
+
+  const NetworkSpec& spec() const { return spec_; }
+  DType dtype() const { return dtype_; }
+  std::int64_t num_classes() const { return num_classes_; }
+  // One line per layer: index, name, kind, output shape, learnables.
+  std::string describe();
+
+ private:
+  struct Node {
+    std::string name;               // user's name= or "layerN"
+    std::string kind;
+    std::unique_ptr<Layer> layer;   // null for add
+    int add_from = -1;              // for add: node whose output is added
+    Shape output_shape;
+  };
+
+  NetworkSpec spec_;
+  DType dtype_;
+  std::vector<Node> nodes_;
+  std::vector<Tensor> outputs_;  // per node, from the last forward (needed by add)
+  std::int64_t num_classes_ = 0;
+};
+
+}  // namespace dlscale

@@ -1,0 +1,75 @@
+// MPI collectives on tensors and strings.
+#include "runtime/communicator.h"
+
+namespace dlscale {
+
+namespace {
+MPI_Datatype mpi_type(DType dtype) { return dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT; }
+}  // namespace
+
+Communicator::Communicator(MPI_Comm parent) {
+  DLSCALE_CHECK_MPI(MPI_Comm_dup(parent, &comm_));
+  // Errors come back as codes so check_mpi can turn them into dlscale::Error.
+  DLSCALE_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  DLSCALE_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm_, &size_));
+  MPI_Comm node = MPI_COMM_NULL;
+  DLSCALE_CHECK_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  DLSCALE_CHECK_MPI(MPI_Comm_rank(node, &local_rank_));
+  DLSCALE_CHECK_MPI(MPI_Comm_size(node, &local_size_));
+  MPI_Comm_free(&node);
+}
+
+Communicator::~Communicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void Communicator::allreduce_sum(double* values, int count) {
+  if (size_ == 1) return;
+  DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm_));
+}
+
+void Communicator::allreduce_sum(Tensor& t) {
+  if (size_ == 1) return;
+  DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t.raw(), static_cast<int>(t.numel()), mpi_type(t.dtype()), MPI_SUM,
+                                  comm_));
+}
+
+double Communicator::allreduce_max(double value) {
+  if (size_ == 1) return value;
+  DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, comm_));
+  return value;
+}
+
+void Communicator::broadcast(Tensor& t, int root) {
+  if (size_ == 1) return;
+  DLSCALE_CHECK_MPI(MPI_Bcast(t.raw(), static_cast<int>(t.numel()), mpi_type(t.dtype()), root, comm_));
+}
+
+void Communicator::broadcast(std::string& text, int root) {
+  if (size_ == 1) return;
+  long long n = static_cast<long long>(text.size());
+  DLSCALE_CHECK_MPI(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm_));
+  text.resize(static_cast<std::size_t>(n));
+  DLSCALE_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, root, comm_));
+}
+
+std::vector<std::string> Communicator::allgather(const std::string& text) {
+  if (size_ == 1) return {text};
+  int n = static_cast<int>(text.size());
+  std::vector<int> sizes(size_), offsets(size_);
+  DLSCALE_CHECK_MPI(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_));
+  int total = 0;
+  for (int r = 0; r < size_; ++r) offsets[r] = total, total += sizes[r];
+  std::string all(total, '\0');
+  DLSCALE_CHECK_MPI(MPI_Allgatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, comm_));
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r) out.push_back(all.substr(offsets[r], sizes[r]));
+  return out;
+}
+
+void Communicator::barrier() { DLSCALE_CHECK_MPI(MPI_Barrier(comm_)); }
+
+}  // namespace dlscale

@@ -1,0 +1,44 @@
+// The MPI communicator a training job uses: a duplicate of the parent
+// communicator (so dlscale's messages never mix with the caller's), passed
+// explicitly, never global.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace dlscale {
+
+class Communicator {
+ public:
+  explicit Communicator(MPI_Comm parent = MPI_COMM_WORLD);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Ranks on this node and this rank's index among them.
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  MPI_Comm get() const { return comm_; }
+
+  void allreduce_sum(double* values, int count);
+  void allreduce_sum(Tensor& t);  // in place, float32 or float64
+  double allreduce_max(double value);
+  void broadcast(Tensor& t, int root = 0);
+  void broadcast(std::string& text, int root = 0);
+  // Every rank's string, on every rank (hosts, device names).
+  std::vector<std::string> allgather(const std::string& text);
+  void barrier();
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+};
+
+}  // namespace dlscale

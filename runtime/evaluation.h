@@ -1,0 +1,24 @@
+// Loss and accuracy of a network over a whole dataset, split across ranks and
+// reduced, so every rank count gives the single-process figures.
+#pragma once
+
+#include <cstdint>
+
+#include "io/dataset.h"
+#include "layers/network.h"
+#include "runtime/communicator.h"
+
+namespace dlscale {
+
+struct EvalResult {
+  double loss = 0;      // mean cross-entropy
+  double accuracy = 0;  // fraction correct
+  std::int64_t samples = 0;
+};
+
+EvalResult evaluate(Network& net, const DatasetInfo& data, std::int64_t batch_size, Communicator& comm);
+
+// Fails naming the dataset when its samples do not fit the network.
+void check_data_fits(const Network& net, const DatasetInfo& data, const std::string& role);
+
+}  // namespace dlscale

@@ -1,0 +1,47 @@
+// Everything `dlscale train` (and trainnet) needs, with MATLAB trainingOptions
+// defaults. launch/ fills it from the command line and config file.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "io/sampler.h"
+#include "layers/network.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/optimizer.h"
+
+namespace dlscale {
+
+struct TrainingOptions {
+  // Data (dataset folders written by `dlscale shard`).
+  std::string train_data, validation_data, test_data;
+  NetworkSpec network;
+
+  SolverOptions solver;
+  ScheduleOptions schedule;
+  int max_epochs = 30;
+  std::int64_t mini_batch_size = 128;  // global: split across computing ranks
+  ShuffleMode shuffle = ShuffleMode::once;
+  std::int64_t validation_frequency = 50;  // iterations
+  int validation_patience = std::numeric_limits<int>::max();  // validations without improvement before stopping
+
+  bool verbose = true;
+  std::int64_t verbose_frequency = 50;  // iterations
+
+  std::string output;                   // run directory
+  std::string checkpoint_path;          // default: <output>/checkpoints
+  std::int64_t checkpoint_frequency = 0;  // 0: no checkpoints
+  std::string checkpoint_frequency_unit = "epoch";  // epoch | iteration
+
+  std::string execution_environment = "auto";
+  std::string training_precision = "single";  // single | double | automatic-mixed
+  std::uint64_t seed = 0;
+  bool deterministic = false;
+  int threads = 0;  // CPU threads per rank; 0: the CPUs this rank may use
+
+  // The resolved options as INI text, rerunnable with `dlscale train` as is.
+  std::string config_text;
+};
+
+}  // namespace dlscale

@@ -1,0 +1,134 @@
+// Network: building from specs, spec errors, residual joins and the
+// finite-difference gradient of a whole small ResNet-style network.
+#include <gtest/gtest.h>
+
+#include "gradient_check.h"
+#include "layers/network.h"
+#include "layers/softmax.h"
+
+namespace dlscale {
+namespace {
+
+NetworkSpec residual_spec() {
+  NetworkSpec spec;
+  spec.input_shape = {2, 5, 5};
+  spec.layer_lines = {"conv2d filters=3 kernel=3 padding=same name=stem",
+                      "tanh name=t0",
+                      "conv2d filters=3 kernel=3 padding=same",
+                      "tanh",
+                      "add from=t0",
+                      "avgpool size=2 stride=1",
+                      "dense units=4",
+                      "softmax"};
+  return spec;
+}
+
+std::string error_of(const NetworkSpec& spec) {
+  try {
+    Network net(spec, DType::f32, 0);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Network, BuildsAndDescribesAResidualNetwork) {
+  Network net(residual_spec(), DType::f64, 3);
+  EXPECT_EQ(net.num_classes(), 4);
+  EXPECT_NE(net.describe().find("add"), std::string::npos);
+  Rng rng(1);
+  Tensor probs = net.predict(testing::random_tensor({3, 2, 5, 5}, rng));
+  ASSERT_EQ(probs.shape(), (Shape{3, 4}));
+  for (int i = 0; i < 3; ++i) {
+    double row = 0;
+    for (int k = 0; k < 4; ++k) row += probs.at(i * 4 + k);
+    EXPECT_NEAR(row, 1.0, 1e-12);
+  }
+}
+
+// dL/dparam of the whole network, loss = fused softmax cross-entropy,
+// against central differences: this checks the add join's gradient routing.
+TEST(Network, ResidualGradientsMatchFiniteDifferences) {
+  Network net(residual_spec(), DType::f64, 5);
+  Rng rng(2);
+  Tensor x = testing::random_tensor({3, 2, 5, 5}, rng);
+  std::vector<std::int32_t> labels = {0, 3, 1};
+  Tensor dlogits;
+  auto loss = [&]() {
+    Tensor scratch;
+    return softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 3.0, scratch).loss_sum / 3.0;
+  };
+  softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 3.0, dlogits);
+  net.backward(dlogits);
+  const double h = 1e-6;
+  for (Param* p : net.params()) {
+    Tensor analytic = p->grad.clone();
+    Tensor numeric(p->value.shape(), DType::f64);
+    for (std::int64_t i = 0; i < p->value.numel(); ++i) {
+      double v = p->value.at(i);
+      p->value.set(i, v + h);
+      double lp = loss();
+      p->value.set(i, v - h);
+      double lm = loss();
+      p->value.set(i, v);
+      numeric.set(i, (lp - lm) / (2 * h));
+    }
+    testing::expect_close(analytic, numeric, 1e-6, "network dL/d" + p->name);
+  }
+}
+
+TEST(Network, SameSeedSameWeightsAndFloat64EndToEnd) {
+  Network a(residual_spec(), DType::f64, 9), b(residual_spec(), DType::f64, 9);
+  auto ta = a.named_tensors(), tb = b.named_tensors();
+  ASSERT_EQ(ta.size(), tb.size());
+  for (std::size_t i = 0; i < ta.size(); ++i) {
+    EXPECT_EQ(ta[i].first, tb[i].first);
+    EXPECT_EQ(ta[i].second->dtype(), DType::f64);
+    for (std::int64_t j = 0; j < ta[i].second->numel(); ++j) EXPECT_EQ(ta[i].second->at(j), tb[i].second->at(j));
+  }
+  Rng rng(1);
+  EXPECT_EQ(a.predict(testing::random_tensor({1, 2, 5, 5}, rng)).dtype(), DType::f64);
+}
+
+TEST(Network, SpecErrorsNameTheProblem) {
+  NetworkSpec spec;
+  spec.source = "my.ini";
+  spec.input_shape = {1, 8, 8};
+  spec.layer_lines = {"conv2d filters=2 kernel=3", "bogus size=3", "softmax"};
+  EXPECT_NE(error_of(spec).find("my.ini: layer 2: unknown layer 'bogus'"), std::string::npos) << error_of(spec);
+
+  spec.layer_lines = {"dense units=4 colour=red", "softmax"};
+  EXPECT_NE(error_of(spec).find("unknown attribute 'colour'"), std::string::npos) << error_of(spec);
+
+  spec.layer_lines = {"dense units=4"};
+  EXPECT_NE(error_of(spec).find("last layer must be softmax"), std::string::npos) << error_of(spec);
+
+  spec.layer_lines = {"dense units=4 name=a", "dense units=3", "add from=a", "softmax"};
+  EXPECT_NE(error_of(spec).find("cannot add the output of 'a' (4) to 3"), std::string::npos) << error_of(spec);
+
+  spec.layer_lines = {"dense units=4", "add from=nowhere", "softmax"};
+  EXPECT_NE(error_of(spec).find("from=nowhere names no earlier layer"), std::string::npos) << error_of(spec);
+
+  spec.layer_lines = {"conv2d filters=2 kernel=3", "softmax"};
+  EXPECT_NE(error_of(spec).find("put a dense layer before it"), std::string::npos) << error_of(spec);
+}
+
+TEST(Network, InputShapeMismatchIsAnError) {
+  NetworkSpec spec;
+  spec.input_shape = {784};
+  spec.layer_lines = {"dense units=3", "softmax"};
+  Network net(spec, DType::f32, 0);
+  Tensor x({2, 1, 28, 28});
+  EXPECT_THROW(net.forward_logits(x, false), Error);
+  EXPECT_THROW(net.forward_logits(Tensor({2, 784}, DType::f64), false), Error);
+}
+
+TEST(Network, ParseShape) {
+  EXPECT_EQ(parse_shape("1x28x28", "input"), (Shape{1, 28, 28}));
+  EXPECT_EQ(parse_shape("784", "input"), (Shape{784}));
+  EXPECT_THROW(parse_shape("1x0x2", "input"), Error);
+  EXPECT_THROW(parse_shape("axb", "input"), Error);
+}
+
+}  // namespace
+}  // namespace dlscale
