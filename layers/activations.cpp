@@ -1,10 +1,142 @@
-// PLACEHOLDER: being written; replace this whole file.
+// Elementwise activations. One layer template owns the loops (and their
+// OpenMP pragmas); each function is a small functor giving f(x) and f'(x)
+// expressed through x and y = f(x), whichever is cheaper and more accurate.
 #include "layers/activations.h"
 
+#include <cmath>
+#include <string>
+#include <utility>
+
 namespace dlscale {
-std::unique_ptr<Layer> make_relu(const LayerSpec& spec, const LayerContext&) { spec.fail_here("not implemented yet"); }
-std::unique_ptr<Layer> make_leakyrelu(const LayerSpec& spec, const LayerContext&) { spec.fail_here("not implemented yet"); }
-std::unique_ptr<Layer> make_gelu(const LayerSpec& spec, const LayerContext&) { spec.fail_here("not implemented yet"); }
-std::unique_ptr<Layer> make_tanh(const LayerSpec& spec, const LayerContext&) { spec.fail_here("not implemented yet"); }
-std::unique_ptr<Layer> make_sigmoid(const LayerSpec& spec, const LayerContext&) { spec.fail_here("not implemented yet"); }
+
+namespace {
+// Below this many elements a parallel region costs more than the loop.
+constexpr std::int64_t kParallelMin = 1 << 15;
+
+struct Relu {
+  template <class T>
+  T f(T x) const { return x > T(0) ? x : T(0); }
+  // The kink at 0 gets derivative 0, as PyTorch does.
+  template <class T>
+  T df(T x, T) const { return x > T(0) ? T(1) : T(0); }
+};
+
+struct LeakyRelu {
+  double alpha;
+  template <class T>
+  T f(T x) const { return x > T(0) ? x : static_cast<T>(alpha) * x; }
+  template <class T>
+  T df(T x, T) const { return x > T(0) ? T(1) : static_cast<T>(alpha); }
+};
+
+// gelu(x) = x Φ(x), Φ the standard normal CDF; gelu'(x) = Φ(x) + x φ(x).
+struct Gelu {
+  template <class T>
+  T f(T x) const { return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2))); }
+  template <class T>
+  T df(T x, T) const {
+    T cdf = T(0.5) * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2)));
+    T pdf = std::exp(T(-0.5) * x * x) * static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+    return cdf + x * pdf;
+  }
+};
+
+struct Tanh {
+  template <class T>
+  T f(T x) const { return std::tanh(x); }
+  template <class T>
+  T df(T, T y) const { return T(1) - y * y; }
+};
+
+struct Sigmoid {
+  // Branching keeps exp() from overflowing for large |x|.
+  template <class T>
+  T f(T x) const {
+    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+    T e = std::exp(x);
+    return e / (T(1) + e);
+  }
+  template <class T>
+  T df(T, T y) const { return y * (T(1) - y); }
+};
+
+template <class Op>
+class Elementwise final : public Layer {
+ public:
+  Elementwise(Op op, const LayerSpec& spec, const LayerContext& ctx)
+      : op_(op), kind_(spec.kind()), who_(spec.where() + ": " + spec.kind()), dtype_(ctx.dtype) {
+    output_shape_ = ctx.input_shape;
+  }
+
+  std::string kind() const override { return kind_; }
+
+  // x, y are (N, ...output_shape).
+  Tensor forward(const Tensor& x, bool) override {
+    check_input(x);
+    Tensor y(x.shape(), x.dtype());
+    dispatch(dtype_, [&]<class T>() {
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      const std::int64_t n = x.numel();
+#pragma omp parallel for if (n >= kParallelMin)
+      for (std::int64_t i = 0; i < n; ++i) yp[i] = op_.f(xp[i]);
+    });
+    x_ = x;
+    y_ = y;
+    return y;
+  }
+
+  Tensor backward(const Tensor& dy) override {
+    if (x_.rank() == 0) fail(who_ + ": backward called before forward");
+    if (dy.shape() != y_.shape() || dy.dtype() != dtype_)
+      fail(who_ + ": gradient is " + to_string(dy.shape()) + " " + to_string(dy.dtype()) + " but the output was " +
+           to_string(y_.shape()) + " " + to_string(dtype_));
+    Tensor dx(dy.shape(), dtype_);
+    dispatch(dtype_, [&]<class T>() {
+      const T* xp = x_.data<T>();
+      const T* yp = y_.data<T>();
+      const T* dyp = dy.data<T>();
+      T* dxp = dx.data<T>();
+      const std::int64_t n = dy.numel();
+#pragma omp parallel for if (n >= kParallelMin)
+      for (std::int64_t i = 0; i < n; ++i) dxp[i] = dyp[i] * op_.df(xp[i], yp[i]);
+    });
+    return dx;
+  }
+
+ private:
+  void check_input(const Tensor& x) const {
+    Shape sample(x.shape().begin() + (x.rank() > 0 ? 1 : 0), x.shape().end());
+    if (x.rank() == 0 || sample != output_shape_ || x.dtype() != dtype_)
+      fail(who_ + ": input is " + to_string(x.shape()) + " " + to_string(x.dtype()) + " but the layer expects N x " +
+           to_string(output_shape_) + " " + to_string(dtype_));
+  }
+
+  Op op_;
+  std::string kind_, who_;
+  DType dtype_;
+  Tensor x_, y_;  // of the last forward, for backward
+};
+
+template <class Op>
+std::unique_ptr<Layer> make(Op op, const LayerSpec& spec, const LayerContext& ctx) {
+  return std::make_unique<Elementwise<Op>>(op, spec, ctx);
+}
+}  // namespace
+
+std::unique_ptr<Layer> make_relu(const LayerSpec& spec, const LayerContext& ctx) { return make(Relu{}, spec, ctx); }
+
+std::unique_ptr<Layer> make_leakyrelu(const LayerSpec& spec, const LayerContext& ctx) {
+  double alpha = spec.get_double("alpha", 0.01);
+  if (!std::isfinite(alpha) || alpha < 0)
+    spec.fail_here("alpha must be a finite number >= 0, got " + spec.get_string("alpha", ""));
+  return make(LeakyRelu{alpha}, spec, ctx);
+}
+
+std::unique_ptr<Layer> make_gelu(const LayerSpec& spec, const LayerContext& ctx) { return make(Gelu{}, spec, ctx); }
+std::unique_ptr<Layer> make_tanh(const LayerSpec& spec, const LayerContext& ctx) { return make(Tanh{}, spec, ctx); }
+std::unique_ptr<Layer> make_sigmoid(const LayerSpec& spec, const LayerContext& ctx) {
+  return make(Sigmoid{}, spec, ctx);
+}
+
 }  // namespace dlscale

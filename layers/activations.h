@@ -1,4 +1,6 @@
-// PLACEHOLDER: being written; replace this whole file.
+// Elementwise activation layers: relu, leakyrelu [alpha=0.01], gelu (exact
+// erf form, PyTorch's default), tanh, sigmoid. Output shape = input shape;
+// x is (N, ...) of any per-sample shape.
 #pragma once
 
 #include <memory>

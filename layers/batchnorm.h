@@ -1,4 +1,8 @@
-// PLACEHOLDER: being written; replace this whole file.
+// Batch normalization: `batchnorm [momentum=0.1] [epsilon=1e-5]`.
+// Input (N, C, H, W) normalizes per channel over N, H, W; input (N, F)
+// per feature over N. y = scale * (x - mean) / sqrt(var + epsilon) + offset.
+// Training uses the batch statistics and folds them into running_mean and
+// running_var (unbiased variance, as PyTorch); inference uses the running ones.
 #pragma once
 
 #include <memory>

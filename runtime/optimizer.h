@@ -30,17 +30,29 @@ class Optimizer {
   // then the solver rule with the given learning rate. Grads are modified.
   void step(const std::vector<Param*>& params, double learn_rate);
   // Solver state (velocities, moments, step count) for checkpoints, in a
-  // fixed order; the tensors are created on the first step.
+  // fixed order; the tensors are created by prepare() or the first step.
   virtual std::vector<std::pair<std::string, Tensor*>> state() = 0;
+  // Creates the zeroed state for these params if it does not exist yet, so a
+  // checkpoint can be read into state() before the first step. Later calls
+  // (and step) throw if the params no longer match in count, shape or dtype.
+  void prepare(const std::vector<Param*>& params);
 
   const SolverOptions& options() const { return options_; }
 
  protected:
   explicit Optimizer(SolverOptions options) : options_(std::move(options)) {}
+  // Called once, from prepare(), with params already checked.
+  virtual void create_state(const std::vector<Param*>& params) = 0;
   virtual void update(const std::vector<Param*>& params, double learn_rate) = 0;
   SolverOptions options_;
+
+ private:
+  std::vector<std::pair<Shape, DType>> layout_;  // of the params the state was made for
+  bool prepared_ = false;
 };
 
+// Throws naming the option (by its command-line name) when a value is invalid.
+void validate(const SolverOptions& options);
 // Throws naming the option when the solver or a value is invalid.
 std::unique_ptr<Optimizer> make_optimizer(const SolverOptions& options);
 

@@ -1,0 +1,189 @@
+// Batch normalization: hand-checked statistics, running-statistics updates,
+// finite-difference gradients in training and inference mode, float32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "layers/batchnorm.h"
+#include "layers/gradient_check.h"
+#include "layers/registry.h"
+
+namespace dlscale {
+namespace {
+
+using testing::check_gradients;
+using testing::random_tensor;
+
+std::unique_ptr<Layer> build(const std::string& text, const Shape& in, DType dtype = DType::f64) {
+  Rng rng(1);
+  return make_layer(LayerSpec::parse(text, "test"), LayerContext{in, dtype, &rng, 0});
+}
+
+Tensor* buffer(Layer& layer, const std::string& name) {
+  for (auto& [n, t] : layer.buffers())
+    if (n == name) return t;
+  ADD_FAILURE() << "no buffer " << name;
+  return nullptr;
+}
+
+// Non-trivial scale, offset and running statistics, so that the tests see them.
+void randomize_state(Layer& layer, Rng& rng) {
+  for (Param* p : layer.params())
+    for (std::int64_t i = 0; i < p->value.numel(); ++i) p->value.set(i, rng.normal(0.5, 1.0));
+  Tensor* mean = buffer(layer, "running_mean");
+  Tensor* var = buffer(layer, "running_var");
+  for (std::int64_t i = 0; i < mean->numel(); ++i) {
+    mean->set(i, rng.normal());
+    var->set(i, 0.5 + rng.uniform());
+  }
+}
+
+TEST(BatchNorm, ParamsAndBuffersStartAsIdentity) {
+  auto bn = build("batchnorm", {3, 2, 2});
+  auto params = bn->params();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0]->name, "scale");
+  EXPECT_EQ(params[1]->name, "offset");
+  for (Param* p : params) {
+    EXPECT_FALSE(p->regularize);
+    EXPECT_EQ(p->value.shape(), (Shape{3}));
+    EXPECT_EQ(p->grad.shape(), (Shape{3}));
+  }
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_EQ(params[0]->value.at(c), 1.0);
+    EXPECT_EQ(params[1]->value.at(c), 0.0);
+    EXPECT_EQ(buffer(*bn, "running_mean")->at(c), 0.0);
+    EXPECT_EQ(buffer(*bn, "running_var")->at(c), 1.0);
+  }
+  EXPECT_EQ(bn->output_shape(), (Shape{3, 2, 2}));
+}
+
+TEST(BatchNorm, HandCheckedFeatures) {
+  // One feature, batch {1, 3}: mean 2, biased var 1, unbiased var 2.
+  auto bn = build("batchnorm", {1});
+  Tensor x({2, 1}, DType::f64);
+  x.set(0, 1);
+  x.set(1, 3);
+  Tensor y = bn->forward(x, true);
+  const double s = 1 / std::sqrt(1 + 1e-5);
+  EXPECT_NEAR(y.at(0), -s, 1e-15);
+  EXPECT_NEAR(y.at(1), s, 1e-15);
+  EXPECT_NEAR(buffer(*bn, "running_mean")->at(0), 0.9 * 0 + 0.1 * 2, 1e-15);
+  EXPECT_NEAR(buffer(*bn, "running_var")->at(0), 0.9 * 1 + 0.1 * 2, 1e-15);
+
+  // Inference: (x - 0.2) / sqrt(1.1 + eps) with scale 2, offset 1.
+  bn->params()[0]->value.set(0, 2);
+  bn->params()[1]->value.set(0, 1);
+  Tensor yi = bn->forward(x, false);
+  EXPECT_NEAR(yi.at(0), 2 * (1 - 0.2) / std::sqrt(1.1 + 1e-5) + 1, 1e-14);
+  EXPECT_NEAR(yi.at(1), 2 * (3 - 0.2) / std::sqrt(1.1 + 1e-5) + 1, 1e-14);
+  EXPECT_NEAR(buffer(*bn, "running_mean")->at(0), 0.2, 1e-15) << "inference must not update running stats";
+}
+
+TEST(BatchNorm, TrainingNormalizesEachChannelOverBatchAndSpace) {
+  Rng rng(2);
+  auto bn = build("batchnorm momentum=0.5 epsilon=1e-12", {3, 4, 5});
+  Tensor x = random_tensor({6, 3, 4, 5}, rng, DType::f64, 3.0);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, x.at(i) + 10.0 * ((i / 20) % 3));  // channel offsets
+  Tensor y = bn->forward(x, true);
+  const std::int64_t count = 6 * 20;
+  for (int c = 0; c < 3; ++c) {
+    double sx = 0, sxx = 0, sy = 0, syy = 0;
+    for (int n = 0; n < 6; ++n)
+      for (int s = 0; s < 20; ++s) {
+        const std::int64_t i = (n * 3 + c) * 20 + s;
+        sx += x.at(i), sxx += x.at(i) * x.at(i), sy += y.at(i), syy += y.at(i) * y.at(i);
+      }
+    EXPECT_NEAR(sy / count, 0, 1e-12) << "channel " << c;
+    EXPECT_NEAR(syy / count, 1, 1e-9) << "channel " << c;
+    const double mean = sx / count;
+    const double unbiased = (sxx - count * mean * mean) / (count - 1);
+    EXPECT_NEAR(buffer(*bn, "running_mean")->at(c), 0.5 * mean, 1e-12) << "channel " << c;
+    EXPECT_NEAR(buffer(*bn, "running_var")->at(c), 0.5 + 0.5 * unbiased, 1e-9) << "channel " << c;
+  }
+}
+
+TEST(BatchNorm, RunningStatsConvergeToPopulationStats) {
+  // Repeated batches of the same data: running stats approach its mean and
+  // unbiased variance geometrically, (1 - momentum)^k.
+  Rng rng(4);
+  auto bn = build("batchnorm momentum=0.3", {2});
+  Tensor x = random_tensor({16, 2}, rng);
+  for (int k = 0; k < 100; ++k) bn->forward(x, true);
+  for (int f = 0; f < 2; ++f) {
+    double s = 0, ss = 0;
+    for (int n = 0; n < 16; ++n) s += x.at(n * 2 + f);
+    const double mean = s / 16;
+    for (int n = 0; n < 16; ++n) ss += (x.at(n * 2 + f) - mean) * (x.at(n * 2 + f) - mean);
+    EXPECT_NEAR(buffer(*bn, "running_mean")->at(f), mean, 1e-12);
+    EXPECT_NEAR(buffer(*bn, "running_var")->at(f), ss / 15, 1e-12);
+  }
+}
+
+TEST(BatchNorm, FiniteDifferencesTraining) {
+  Rng rng(5);
+  auto conv = build("batchnorm", {3, 2, 3});
+  randomize_state(*conv, rng);
+  check_gradients(*conv, random_tensor({4, 3, 2, 3}, rng), true);
+  auto dense = build("batchnorm", {5});
+  randomize_state(*dense, rng);
+  check_gradients(*dense, random_tensor({6, 5}, rng), true);
+}
+
+TEST(BatchNorm, FiniteDifferencesInference) {
+  Rng rng(6);
+  auto conv = build("batchnorm", {3, 2, 3});
+  randomize_state(*conv, rng);
+  check_gradients(*conv, random_tensor({4, 3, 2, 3}, rng), false);
+  auto dense = build("batchnorm", {5});
+  randomize_state(*dense, rng);
+  // A batch of one is fine without batch statistics.
+  check_gradients(*dense, random_tensor({1, 5}, rng), false);
+}
+
+TEST(BatchNorm, Float32MatchesFloat64) {
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "inference");
+    Rng rng(7);
+    auto b64 = build("batchnorm", {4, 3, 3}, DType::f64);
+    auto b32 = build("batchnorm", {4, 3, 3}, DType::f32);
+    randomize_state(*b64, rng);
+    for (std::size_t i = 0; i < 2; ++i) b32->params()[i]->value.copy_from(b64->params()[i]->value.to(DType::f32));
+    for (const char* name : {"running_mean", "running_var"}) buffer(*b32, name)->copy_from(buffer(*b64, name)->to(DType::f32));
+    // A large common offset: float32 sums would lose the variance, double sums do not.
+    Tensor x64 = random_tensor({8, 4, 3, 3}, rng);
+    for (std::int64_t i = 0; i < x64.numel(); ++i) x64.set(i, x64.at(i) + 100.0);
+    x64 = x64.to(DType::f32).to(DType::f64);  // both see the same input
+    Tensor dy64 = random_tensor({8, 4, 3, 3}, rng);
+    Tensor y32 = b32->forward(x64.to(DType::f32), training);
+    Tensor dx32 = b32->backward(dy64.to(DType::f32));
+    Tensor y64 = b64->forward(x64, training);
+    Tensor dx64 = b64->backward(dy64);
+    const double tol = training ? 1e-4 : 1e-3;  // inference divides (x - mean) ~ 100 by sqrt(var) ~ 1
+    testing::expect_close(y32.to(DType::f64), y64, tol, "y");
+    testing::expect_close(dx32.to(DType::f64), dx64, 1e-4, "dx");
+    for (std::size_t i = 0; i < 2; ++i)
+      testing::expect_close(b32->params()[i]->grad.to(DType::f64), b64->params()[i]->grad, 1e-4, "param grad");
+    testing::expect_close(buffer(*b32, "running_var")->to(DType::f64), *buffer(*b64, "running_var"), 1e-5,
+                          "running_var");
+  }
+}
+
+TEST(BatchNorm, Errors) {
+  EXPECT_THROW(build("batchnorm momentum=1.5", {3}), Error);
+  EXPECT_THROW(build("batchnorm epsilon=0", {3}), Error);
+  EXPECT_THROW(build("batchnorm", {3, 4}), Error);  // neither C x H x W nor F
+  EXPECT_THROW(build("batchnorm scale=1", {3}), Error);
+  auto bn = build("batchnorm", {3});
+  EXPECT_THROW(bn->forward(Tensor({1, 3}, DType::f64), true), Error);  // one value per channel
+  try {
+    bn->forward(Tensor({4, 3}, DType::f32), true);
+    FAIL() << "expected a dtype error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("batchnorm"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dlscale
