@@ -1,1 +1,177 @@
-// PLACEHOLDER: being written; replace this whole file.
+// open_dataset: reads DIR/index.json and checks it against every shard file
+// before training starts, so a broken dataset fails at once with the name of
+// the broken file rather than hours into a run.
+#include "io/dataset.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "io/dataset_format.h"
+#include "io/hdf5.h"
+
+namespace dlscale {
+
+namespace fs = std::filesystem;
+namespace fmt = dataset_format;
+using nlohmann::json;
+
+std::string to_string(SampleType type) { return type == SampleType::u8 ? "uint8" : "float32"; }
+
+namespace {
+
+const json& field(const json& j, const char* name, const std::string& where) {
+  auto it = j.find(name);
+  if (it == j.end()) fail(where + ": field '" + name + "' is missing");
+  return *it;
+}
+
+std::int64_t int_field(const json& j, const char* name, const std::string& where, std::int64_t min) {
+  const json& v = field(j, name, where);
+  if (!v.is_number_integer()) fail(where + ": field '" + name + "' must be an integer");
+  auto value = v.get<std::int64_t>();
+  if (value < min) fail(where + ": field '" + name + "' must be at least " + std::to_string(min));
+  return value;
+}
+
+json load_index(const std::string& dir, const std::string& index_path) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) fail("dataset folder " + dir + " does not exist");
+  if (!fs::is_directory(dir, ec)) fail("dataset " + dir + " is not a folder (expected a folder with index.json)");
+  if (!fs::exists(index_path, ec))
+    fail(index_path + " not found: " + dir + " is not a dlscale dataset (make one with `dlscale shard`)");
+  std::ifstream in(index_path);
+  if (!in) fail("cannot read " + index_path);
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    fail(index_path + " is not valid JSON: " + e.what());
+  }
+}
+
+void parse_header(const json& index, const std::string& where, DatasetInfo& info) {
+  if (!index.is_object()) fail(where + ": expected a JSON object");
+  const json& format = field(index, "format", where);
+  if (!format.is_string() || format.get<std::string>() != fmt::kFormat)
+    fail(where + ": field 'format' must be \"" + std::string(fmt::kFormat) + "\"");
+  auto version = int_field(index, "version", where, 1);
+  if (version > fmt::kVersion)
+    fail(where + ": dataset format version " + std::to_string(version) + " is newer than this dlscale reads (" +
+         std::to_string(fmt::kVersion) + ")");
+  const json& shape = field(index, "sample_shape", where);
+  if (!shape.is_array() || shape.empty()) fail(where + ": field 'sample_shape' must be a non-empty list of sizes");
+  for (const json& d : shape) {
+    if (!d.is_number_integer() || d.get<std::int64_t>() < 1)
+      fail(where + ": field 'sample_shape' must hold positive integers");
+    info.sample_shape.push_back(d.get<std::int64_t>());
+  }
+  const json& dtype = field(index, "dtype", where);
+  std::string type_name = dtype.is_string() ? dtype.get<std::string>() : "";
+  if (type_name == "uint8") {
+    info.sample_type = SampleType::u8;
+  } else if (type_name == "float32") {
+    info.sample_type = SampleType::f32;
+  } else {
+    fail(where + ": field 'dtype' must be \"uint8\" or \"float32\"");
+  }
+  info.num_classes = static_cast<int>(int_field(index, "num_classes", where, 1));
+  info.num_samples = int_field(index, "num_samples", where, 0);
+}
+
+// A shard name must stay inside the dataset folder: an index copied from
+// elsewhere must not make dlscale read arbitrary files.
+bool plain_file_name(const std::string& name) {
+  return !name.empty() && name.find('/') == std::string::npos && name.find('\\') == std::string::npos &&
+         name.find("..") == std::string::npos;
+}
+
+void parse_shards(const json& index, const std::string& where, DatasetInfo& info) {
+  const json& shards = field(index, "shards", where);
+  if (!shards.is_array()) fail(where + ": field 'shards' must be a list");
+  std::set<std::string> seen;
+  std::int64_t first = 0;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    std::string entry = where + ": shards[" + std::to_string(i) + "]";
+    const json& s = shards[i];
+    if (!s.is_object()) fail(entry + " must be an object with 'file' and 'num_samples'");
+    const json& file = field(s, "file", entry);
+    if (!file.is_string()) fail(entry + ": field 'file' must be a file name");
+    std::string name = file.get<std::string>();
+    if (!plain_file_name(name))
+      fail(entry + ": '" + name +
+           "': index points outside the dataset folder (shard files must be plain file names inside " + info.dir + ")");
+    if (!seen.insert(name).second) fail(entry + ": shard file '" + name + "' is listed twice");
+    ShardInfo shard;
+    shard.path = (fs::path(info.dir) / name).string();
+    shard.first = first;
+    shard.count = int_field(s, "num_samples", entry, 0);
+    first += shard.count;
+    info.shards.push_back(shard);
+  }
+  if (first != info.num_samples)
+    fail(where + ": num_samples is " + std::to_string(info.num_samples) + " but the shards hold " +
+         std::to_string(first) + " samples");
+}
+
+std::vector<hsize_t> dataset_dims(hid_t set) {
+  H5Id space(H5Dget_space(set));
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(rank > 0 ? rank : 0);
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+std::string dims_text(const std::vector<hsize_t>& dims) { return to_string(Shape(dims.begin(), dims.end())); }
+
+void check_samples(hid_t file, const DatasetInfo& info, const ShardInfo& shard) {
+  const std::string& path = shard.path;
+  if (!h5_exists(file, fmt::kSamples)) fail(path + ": dataset /samples is missing");
+  H5Id set(DLSCALE_H5_ID(H5Dopen2(file, fmt::kSamples, H5P_DEFAULT), path + ": cannot open /samples"));
+  H5Id type(H5Dget_type(set.get()));
+  H5T_class_t cls = H5Tget_class(type.get());
+  std::size_t size = H5Tget_size(type.get());
+  bool ok = info.sample_type == SampleType::u8
+                ? cls == H5T_INTEGER && size == 1 && H5Tget_sign(type.get()) == H5T_SGN_NONE
+                : cls == H5T_FLOAT && size == 4;
+  if (!ok) fail(path + ": /samples is not " + to_string(info.sample_type) + " as index.json says");
+  std::vector<hsize_t> want{static_cast<hsize_t>(shard.count)};
+  for (auto d : info.sample_shape) want.push_back(static_cast<hsize_t>(d));
+  auto dims = dataset_dims(set.get());
+  if (dims != want) fail(path + ": /samples has shape " + dims_text(dims) + " but index.json says " + dims_text(want));
+}
+
+void check_labels(hid_t file, const ShardInfo& shard) {
+  const std::string& path = shard.path;
+  if (!h5_exists(file, fmt::kLabels)) fail(path + ": dataset /labels is missing");
+  H5Id set(DLSCALE_H5_ID(H5Dopen2(file, fmt::kLabels, H5P_DEFAULT), path + ": cannot open /labels"));
+  H5Id type(H5Dget_type(set.get()));
+  if (H5Tget_class(type.get()) != H5T_INTEGER) fail(path + ": /labels must hold integers (int32)");
+  auto dims = dataset_dims(set.get());
+  if (dims != std::vector<hsize_t>{static_cast<hsize_t>(shard.count)})
+    fail(path + ": /labels has shape " + dims_text(dims) + " but the shard holds " + std::to_string(shard.count) +
+         " samples");
+}
+
+}  // namespace
+
+DatasetInfo open_dataset(const std::string& dir_arg) {
+  DatasetInfo info;
+  fs::path dir = fs::absolute(dir_arg).lexically_normal();
+  if (dir.has_parent_path() && dir.filename().empty()) dir = dir.parent_path();  // drop a trailing '/'
+  info.dir = dir.string();
+  std::string index_path = (dir / fmt::kIndexFile).string();
+  json index = load_index(info.dir, index_path);
+  parse_header(index, index_path, info);
+  parse_shards(index, index_path, info);
+  if (info.num_samples == 0) fail("dataset " + info.dir + " is empty: " + index_path + " lists no samples");
+  for (const ShardInfo& shard : info.shards) {
+    H5Id file = open_h5_read(shard.path);
+    auto lock = hdf5_lock();
+    check_samples(file.get(), info, shard);
+    check_labels(file.get(), shard);
+  }
+  return info;
+}
+
+}  // namespace dlscale

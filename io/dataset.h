@@ -56,6 +56,9 @@ class DatasetReader {
 
  private:
   struct OpenShard;
+  OpenShard& shard(std::size_t index);  // opens it on first use
+  void scatter(std::size_t shard_index, std::int64_t local, const std::vector<std::size_t>& out, const void* raw,
+               const std::int32_t* raw_labels, Tensor& x, std::vector<std::int32_t>& labels) const;
   DatasetInfo info_;
   std::vector<OpenShard*> open_;  // one slot per shard, opened on first use
   std::int64_t bytes_requested_ = 0;

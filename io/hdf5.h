@@ -16,6 +16,16 @@ namespace dlscale {
 
 std::unique_lock<std::recursive_mutex> hdf5_lock();
 
+// The innermost messages of HDF5's error stack for the calling thread
+// ("truncated file: eof = ..."), or "" when it is empty.
+std::string hdf5_error_text();
+// Throws Error("<message> (<call> failed at <file>:<line>: <HDF5's reason>)")
+// when rc < 0; `message` should name the file being read or written.
+void check_h5(long long rc, const char* call, const std::string& message, const char* file, int line);
+// check_h5 for calls that return a handle, which it passes through:
+//   H5Id set(DLSCALE_H5_ID(H5Dopen2(file, "samples", H5P_DEFAULT), path + ": cannot open /samples"));
+hid_t check_h5_id(hid_t id, const char* call, const std::string& message, const char* file, int line);
+
 // Owns one hid_t and closes it with the right H5*close for its type.
 class H5Id {
  public:
@@ -53,5 +63,11 @@ std::int64_t read_int_attribute(hid_t loc, const std::string& name, const std::s
 // Makes `tmp_path` durable (fsync) and renames it onto `final_path`, so
 // readers see either the old file or the complete new one.
 void commit_file(const std::string& tmp_path, const std::string& final_path);
+// fsync of a file or folder; errors name the path.
+void sync_path(const std::string& path);
 
 }  // namespace dlscale
+
+#define DLSCALE_CHECK_H5(call, message) \
+  ::dlscale::check_h5(static_cast<long long>(call), #call, (message), __FILE__, __LINE__)
+#define DLSCALE_H5_ID(call, message) ::dlscale::check_h5_id((call), #call, (message), __FILE__, __LINE__)

@@ -1,0 +1,89 @@
+// io/hdf5.h: tensors and attributes round trip, paths in error messages,
+// and commit_file's rename.
+#include "io/hdf5.h"
+
+#include <gtest/gtest.h>
+
+#include "io/io_test_util.h"
+
+namespace dlscale {
+namespace {
+
+using test::TempDir;
+
+TEST(Hdf5, TensorsRoundTripInNestedGroups) {
+  TempDir tmp;
+  std::string path = tmp / "t.h5";
+  Tensor a({2, 3}, DType::f32), b({4}, DType::f64);
+  for (int i = 0; i < 6; ++i) a.set(i, i * 0.5);
+  for (int i = 0; i < 4; ++i) b.set(i, 1.0 / (i + 3));
+  {
+    H5Id file = create_h5(path);
+    write_tensor(file.get(), "layers/dense1/weight", a);
+    write_tensor(file.get(), "bias", b);
+  }
+  H5Id file = open_h5_read(path);
+  EXPECT_TRUE(h5_exists(file.get(), "layers/dense1/weight"));
+  EXPECT_TRUE(h5_exists(file.get(), "layers"));
+  EXPECT_FALSE(h5_exists(file.get(), "layers/dense2/weight"));
+  EXPECT_FALSE(h5_exists(file.get(), "nothing/here"));
+  Tensor ra = read_tensor(file.get(), "layers/dense1/weight", path);
+  Tensor rb = read_tensor(file.get(), "bias", path);
+  EXPECT_EQ(ra.shape(), a.shape());
+  EXPECT_EQ(ra.dtype(), DType::f32);
+  EXPECT_EQ(rb.dtype(), DType::f64);
+  EXPECT_EQ(std::memcmp(ra.raw(), a.raw(), a.bytes()), 0);
+  EXPECT_EQ(std::memcmp(rb.raw(), b.raw(), b.bytes()), 0);
+  EXPECT_ERROR_CONTAINS(read_tensor(file.get(), "missing", path), path + ": dataset 'missing' is missing");
+}
+
+TEST(Hdf5, Attributes) {
+  TempDir tmp;
+  std::string path = tmp / "a.h5";
+  {
+    H5Id file = create_h5(path);
+    write_string_attribute(file.get(), "format", "first");
+    write_string_attribute(file.get(), "format", "dlscale-model");  // replaces
+    write_int_attribute(file.get(), "version", 3);
+    write_int_attribute(file.get(), "big", std::int64_t{1} << 40);
+  }
+  H5Id file = open_h5_read(path);
+  EXPECT_EQ(read_string_attribute(file.get(), "format", path), "dlscale-model");
+  EXPECT_EQ(read_int_attribute(file.get(), "version", path), 3);
+  EXPECT_EQ(read_int_attribute(file.get(), "big", path), std::int64_t{1} << 40);
+  EXPECT_ERROR_CONTAINS(read_int_attribute(file.get(), "nope", path), path + ": attribute 'nope' is missing");
+  EXPECT_ERROR_CONTAINS(read_int_attribute(file.get(), "format", path), "is not an integer");
+}
+
+TEST(Hdf5, OpenErrorsNameThePath) {
+  TempDir tmp;
+  EXPECT_ERROR_CONTAINS(open_h5_read(tmp / "none.h5"), tmp / "none.h5");
+  test::write_text(tmp / "bad.h5", "garbage, not HDF5");
+  EXPECT_ERROR_CONTAINS(open_h5_read(tmp / "bad.h5"), tmp / "bad.h5" + ": it is not an HDF5 file");
+  EXPECT_ERROR_CONTAINS(create_h5(tmp / "no/such/folder/x.h5"), tmp / "no/such/folder/x.h5");
+}
+
+TEST(Hdf5, WriteErrorsNameTheFile) {
+  TempDir tmp;
+  { H5Id file = create_h5(tmp / "ro.h5"); }
+  H5Id file = open_h5_read(tmp / "ro.h5");  // read-only: every write fails
+  EXPECT_ERROR_CONTAINS(write_tensor(file.get(), "w", Tensor({2})), tmp / "ro.h5" + ": cannot write dataset 'w'");
+  EXPECT_ERROR_CONTAINS(write_int_attribute(file.get(), "n", 1), tmp / "ro.h5" + ": cannot create attribute n");
+}
+
+TEST(Hdf5, CommitFileRenamesOntoTheTarget) {
+  TempDir tmp;
+  {
+    H5Id file = create_h5(tmp / "ckpt.h5.tmp");
+    write_int_attribute(file.get(), "iteration", 7);
+  }
+  test::write_text(tmp / "ckpt.h5", "old");
+  commit_file(tmp / "ckpt.h5.tmp", tmp / "ckpt.h5");
+  EXPECT_FALSE(std::filesystem::exists(tmp / "ckpt.h5.tmp"));
+  H5Id file = open_h5_read(tmp / "ckpt.h5");
+  EXPECT_EQ(read_int_attribute(file.get(), "iteration", tmp / "ckpt.h5"), 7);
+  EXPECT_ERROR_CONTAINS(commit_file(tmp / "gone.tmp", tmp / "x.h5"), tmp / "gone.tmp");
+}
+
+}  // namespace
+}  // namespace dlscale
