@@ -8,6 +8,7 @@
 #include "io/model_file.h"
 #include "io/sampler.h"
 #include "launch/commands.h"
+#include "launch/parse_options.h"
 #include "runtime/evaluation.h"
 
 namespace dlscale {
@@ -21,12 +22,7 @@ int predict_command(const Args& args, Communicator& comm) {
       "output", po::value<std::string>(), "CSV with one row per sample: index,label,predicted,probability")(
       "mini-batch-size", po::value<std::int64_t>()->default_value(256), "samples per forward pass");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
+  parse_options(args, desc, vm);
   if (vm.count("help")) {
     if (comm.rank() == 0) std::cout << desc;
     return 0;

@@ -5,6 +5,7 @@
 
 #include "io/shard_writer.h"
 #include "launch/commands.h"
+#include "launch/parse_options.h"
 #include "layers/network.h"
 
 namespace dlscale {
@@ -38,12 +39,7 @@ int shard_command(const Args& args, Communicator& comm) {
       "num-classes", po::value<int>()->default_value(0), "number of classes (default: max label + 1)")(
       "overwrite", po::bool_switch(), "replace an existing dataset folder");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
+  parse_options(args, desc, vm);
   if (vm.count("help")) {
     if (comm.rank() == 0) std::cout << desc;
     return 0;

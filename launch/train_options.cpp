@@ -1,6 +1,8 @@
 // The option table of `dlscale train` and its conversion to TrainingOptions.
 #include "launch/train_options.h"
 
+#include "launch/parse_options.h"
+
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
@@ -195,7 +197,7 @@ TrainingOptions parse_training_options(const Args& args, Communicator& comm) {
   positional.add("config", 1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+    parse_options(args, desc, vm, &positional);
     if (vm.count("config")) {
       const auto path = vm["config"].as<std::string>();
       std::ifstream file(path);

@@ -98,9 +98,6 @@ Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std:
   }
   if (nodes_.back().kind != "softmax")
     fail(spec_.source + ": the last layer must be softmax (dlscale trains classification networks)");
-  if (shape.size() != 1)
-    fail(spec_.source + ": softmax needs a vector of class scores, got " + to_string(shape) +
-         " (put a dense layer before it)");
   num_classes_ = shape[0];
   outputs_.resize(nodes_.size());
 }

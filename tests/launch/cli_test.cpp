@@ -127,8 +127,8 @@ TEST_F(Cli, UnknownOptionInConfigFile) {
 }
 
 TEST_F(Cli, UnknownLayer) {
-  std::ofstream(dir / "mlp.ini", std::ios::app) << "layer = transformer heads=2\n";
-  expect_one_error(train(), "unknown layer 'transformer'");
+  expect_one_error(train("--layer \"dense units=4\" --layer \"transformer heads=2\" --layer softmax"),
+                   "unknown layer 'transformer'");
 }
 
 TEST_F(Cli, InputShapeThatDoesNotMatchTheData) {
@@ -140,7 +140,12 @@ TEST_F(Cli, MissingDataFolder) { expect_one_error(train("--train-data " + (dir /
 TEST_F(Cli, LabelOutOfRange) {
   RawDataset bad = separable_images(64, 4, 3);
   bad.labels[17] = 9;
-  write_dataset((dir / "bad").string(), bad, 1, 4);
+  write_dataset((dir / "bad").string(), bad, 1, 10);
+  // The writer refuses out-of-range labels, so the index is edited by hand,
+  // as a damaged or hand-made dataset would be.
+  auto index = nlohmann::json::parse(read_file(dir / "bad" / "index.json"));
+  index["num_classes"] = 4;
+  std::ofstream(dir / "bad" / "index.json") << index.dump();
   expect_one_error(train("--train-data " + (dir / "bad").string()), "label");
 }
 

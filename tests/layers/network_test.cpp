@@ -110,7 +110,7 @@ TEST(Network, SpecErrorsNameTheProblem) {
   EXPECT_NE(error_of(spec).find("from=nowhere names no earlier layer"), std::string::npos) << error_of(spec);
 
   spec.layer_lines = {"conv2d filters=2 kernel=3", "softmax"};
-  EXPECT_NE(error_of(spec).find("put a dense layer before it"), std::string::npos) << error_of(spec);
+  EXPECT_NE(error_of(spec).find("layer 2: softmax: input must be a vector"), std::string::npos) << error_of(spec);
 }
 
 TEST(Network, InputShapeMismatchIsAnError) {
