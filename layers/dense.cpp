@@ -1,6 +1,108 @@
-// PLACEHOLDER: being written; replace this whole file.
+// CPU dense layer: both passes are single OpenBLAS GEMMs over the batch.
 #include "layers/dense.h"
 
+#include <cmath>
+
+#include "runtime/blas.h"
+
 namespace dlscale {
-std::unique_ptr<Layer> make_dense(const LayerSpec& spec, const LayerContext&) { spec.fail_here("not implemented yet"); }
+
+namespace {
+
+class Dense : public Layer {
+ public:
+  Dense(const Shape& input_shape, std::int64_t units, bool bias, DType dtype, Rng& rng)
+      : input_shape_(input_shape), features_(numel(input_shape)), units_(units), has_bias_(bias) {
+    output_shape_ = {units};
+    weight_ = {"weight", Tensor({units, features_}, dtype), Tensor({units, features_}, dtype), true};
+    // He-normal: keeps the activation variance steady through ReLU layers.
+    const double stddev = std::sqrt(2.0 / static_cast<double>(features_));
+    for (std::int64_t i = 0; i < weight_.value.numel(); ++i) weight_.value.set(i, rng.normal(0.0, stddev));
+    if (has_bias_) bias_ = {"bias", Tensor({units}, dtype), Tensor({units}, dtype), false};
+  }
+
+  std::string kind() const override { return "dense"; }
+
+  std::vector<Param*> params() override {
+    if (has_bias_) return {&weight_, &bias_};
+    return {&weight_};
+  }
+
+  // x is (N, input_shape...) viewed as (N, F); y is (N, units).
+  Tensor forward(const Tensor& x, bool) override {
+    check_input(x);
+    x_ = x;
+    const std::int64_t n = x.dim(0);
+    Tensor y({n, units_}, x.dtype());
+    dispatch(x.dtype(), [&]<class T>() {
+      T* py = y.data<T>();
+      T beta = 0;
+      if (has_bias_) {
+        // Start every row at b so the GEMM adds x·Wᵀ onto it (beta = 1).
+        const T* pb = bias_.value.data<T>();
+        for (std::int64_t i = 0; i < n; ++i)
+          for (std::int64_t u = 0; u < units_; ++u) py[i * units_ + u] = pb[u];
+        beta = 1;
+      }
+      gemm<T>(false, true, n, units_, features_, T(1), x.data<T>(), weight_.value.data<T>(), beta, py);
+    });
+    return y;
+  }
+
+  // dy is (N, units); returns dx shaped like the forward input.
+  Tensor backward(const Tensor& dy) override {
+    DLSCALE_REQUIRE(x_.rank() >= 2, "dense: backward called without a forward");
+    const std::int64_t n = x_.dim(0);
+    DLSCALE_REQUIRE(dy.shape() == Shape({n, units_}) && dy.dtype() == x_.dtype(),
+                    "dense: backward got dL/dy of shape " + to_string(dy.shape()) + " (" + to_string(dy.dtype()) +
+                        ") but the forward output was " + to_string(Shape{n, units_}) + " (" +
+                        to_string(x_.dtype()) + ")");
+    Tensor dx(x_.shape(), x_.dtype());
+    dispatch(dy.dtype(), [&]<class T>() {
+      const T* pdy = dy.data<T>();
+      // dW (units, F) = dyᵀ (units, N) · x (N, F)
+      gemm<T>(true, false, units_, features_, n, T(1), pdy, x_.data<T>(), T(0), weight_.grad.data<T>());
+      // dx (N, F) = dy (N, units) · W (units, F)
+      gemm<T>(false, false, n, features_, units_, T(1), pdy, weight_.value.data<T>(), T(0), dx.data<T>());
+      if (has_bias_) {
+        // db (units) = column sums of dy
+        T* db = bias_.grad.data<T>();
+        for (std::int64_t u = 0; u < units_; ++u) db[u] = 0;
+        for (std::int64_t i = 0; i < n; ++i)
+          for (std::int64_t u = 0; u < units_; ++u) db[u] += pdy[i * units_ + u];
+      }
+    });
+    x_ = Tensor();  // the activation is not needed past this step
+    return dx;
+  }
+
+ private:
+  void check_input(const Tensor& x) const {
+    Shape sample(x.shape().begin() + (x.rank() ? 1 : 0), x.shape().end());
+    if (x.rank() < 2 || sample != input_shape_)
+      fail("dense: expected input N×" + to_string(input_shape_) + ", got " + to_string(x.shape()));
+    if (x.dtype() != weight_.value.dtype())
+      fail("dense: input is " + to_string(x.dtype()) + " but the parameters are " +
+           to_string(weight_.value.dtype()));
+  }
+
+  Shape input_shape_;
+  std::int64_t features_, units_;
+  bool has_bias_;
+  Param weight_, bias_;
+  Tensor x_;  // forward input, kept for dW
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_dense(const LayerSpec& spec, const LayerContext& ctx) {
+  const std::int64_t units = spec.get_int("units");
+  const bool bias = spec.get_bool("bias", true);
+  if (units < 1) spec.fail_here("units=" + std::to_string(units) + " must be at least 1");
+  if (ctx.input_shape.empty() || numel(ctx.input_shape) < 1)
+    spec.fail_here("needs a non-empty input, got " + to_string(ctx.input_shape));
+  DLSCALE_REQUIRE(ctx.rng != nullptr, "dense: no random stream to initialize the weights");
+  return std::make_unique<Dense>(ctx.input_shape, units, bias, ctx.dtype, *ctx.rng);
+}
+
 }  // namespace dlscale

@@ -1,4 +1,7 @@
-// PLACEHOLDER: being written; replace this whole file.
+// Fully connected layer: `dense units=N [bias=true]`.
+// The input sample may have any shape; it is flattened implicitly to F =
+// numel(input_shape) features, so a dense layer can follow a conv2d directly.
+//   y (N, units) = x (N, F) · Wᵀ + b,  W is (units, F), b is (units)
 #pragma once
 
 #include <memory>

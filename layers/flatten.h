@@ -1,4 +1,5 @@
-// PLACEHOLDER: being written; replace this whole file.
+// `flatten`: turns each C×H×W (or any) sample into a vector of numel(shape)
+// features. It only relabels the shape; the data is shared, never copied.
 #pragma once
 
 #include <memory>
