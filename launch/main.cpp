@@ -3,7 +3,10 @@
 // brings the whole job down instead of leaving the others hanging.
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -54,7 +57,18 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+// OpenBLAS's thread pool and OpenMP's share the cores; OpenMP threads that
+// spin-wait after a loop starve the BLAS threads (measured: 1.8x slower CNN
+// training on 2 cores). libgomp reads OMP_WAIT_POLICY only when it loads, so
+// the binary re-executes itself once with PASSIVE unless the user chose.
+static void prefer_passive_openmp_waiting(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY")) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: then run as is
+}
+
 int main(int argc, char** argv) {
+  prefer_passive_openmp_waiting(argv);
   MPI_Init(&argc, &argv);
   int code = 0;
   try {

@@ -175,7 +175,8 @@ Tensor Conv2d::backward(const Tensor& dy) {
     fail("conv2d: backward got dL/dy of shape " + to_string(dy.shape()) + " (" + to_string(dy.dtype()) +
          ") but the forward output was " + to_string(expected) + " (" + to_string(x_.dtype()) + ")");
   const std::int64_t rows = g_.channels * g_.kernel * g_.kernel, chunk = samples_per_chunk(N);
-  Tensor dx(x_.shape(), x_.dtype());  // zero-filled: col2im accumulates into it
+  // zero-filled: col2im accumulates into it
+  Tensor dx = input_grad_needed_ ? Tensor(x_.shape(), x_.dtype()) : Tensor();
   dispatch(dy.dtype(), [&]<class T>() {
     const T* px = x_.data<T>();
     const T* pdy = dy.data<T>();
@@ -184,7 +185,7 @@ Tensor Conv2d::backward(const Tensor& dy) {
     T* db = has_bias_ ? bias_.grad.data<T>() : nullptr;
     T* cols = cols_.data<T>();
     T* dymat = ymat_.data<T>();
-    T* pdx = dx.data<T>();
+    T* pdx = input_grad_needed_ ? dx.data<T>() : nullptr;
     for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
       const std::int64_t nb = std::min(chunk, N - n0), ncols = nb * P;
       const T beta = n0 == 0 ? T(0) : T(1);  // first chunk overwrites the grads, later ones add
@@ -204,6 +205,7 @@ Tensor Conv2d::backward(const Tensor& dy) {
           db[f] = beta * db[f] + s;
         }
       }
+      if (!input_grad_needed_) continue;
       // dcols (C·K·K, nb·P) = Wᵀ (C·K·K, F) · dymat (F, nb·P); cols is free now, reuse it.
       gemm<T>(true, false, rows, ncols, F, T(1), pw, dymat, T(0), cols);
       col2im(g_, cols, n0, nb, pdx);

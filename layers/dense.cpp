@@ -57,13 +57,14 @@ class Dense : public Layer {
                     "dense: backward got dL/dy of shape " + to_string(dy.shape()) + " (" + to_string(dy.dtype()) +
                         ") but the forward output was " + to_string(Shape{n, units_}) + " (" +
                         to_string(x_.dtype()) + ")");
-    Tensor dx(x_.shape(), x_.dtype());
+    Tensor dx = input_grad_needed_ ? Tensor(x_.shape(), x_.dtype()) : Tensor();
     dispatch(dy.dtype(), [&]<class T>() {
       const T* pdy = dy.data<T>();
       // dW (units, F) = dyᵀ (units, N) · x (N, F)
       gemm<T>(true, false, units_, features_, n, T(1), pdy, x_.data<T>(), T(0), weight_.grad.data<T>());
       // dx (N, F) = dy (N, units) · W (units, F)
-      gemm<T>(false, false, n, features_, units_, T(1), pdy, weight_.value.data<T>(), T(0), dx.data<T>());
+      if (input_grad_needed_)
+        gemm<T>(false, false, n, features_, units_, T(1), pdy, weight_.value.data<T>(), T(0), dx.data<T>());
       if (has_bias_) {
         // db (units) = column sums of dy
         T* db = bias_.grad.data<T>();

@@ -40,8 +40,14 @@ class Layer {
   // Non-learnable state saved with the model (batch-norm running statistics).
   virtual std::vector<std::pair<std::string, Tensor*>> buffers() { return {}; }
 
+  // The first layer's dL/dx is never used: Network turns it off so layers
+  // whose input gradient is costly (conv2d's col2im) can skip it and return
+  // an empty tensor from backward.
+  void set_input_grad_needed(bool needed) { input_grad_needed_ = needed; }
+
  protected:
   Shape output_shape_;
+  bool input_grad_needed_ = true;
 };
 
 }  // namespace dlscale

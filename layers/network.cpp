@@ -99,6 +99,7 @@ Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std:
   if (nodes_.back().kind != "softmax")
     fail(spec_.source + ": the last layer must be softmax (dlscale trains classification networks)");
   num_classes_ = shape[0];
+  if (nodes_.front().layer) nodes_.front().layer->set_input_grad_needed(false);
   outputs_.resize(nodes_.size());
 }
 
@@ -128,7 +129,7 @@ void Network::backward(const Tensor& dlogits) {
     Node& node = nodes_[i];
     if (node.layer) {
       if (i == 0 && node.layer->params().empty()) break;  // dL/dx of the data is never needed
-      g = node.layer->backward(g);
+      g = node.layer->backward(g);  // empty for node 0: its input gradient is switched off
     } else {
       accumulate(skip_grads[node.add_from], g);  // y = x + out[from]: both get dy
     }

@@ -211,6 +211,23 @@ TEST(Conv2d, Gradients) {
   }
 }
 
+// The first layer of a network skips dL/dx; its parameter gradients must not change.
+TEST(Conv2d, SkippingTheInputGradientKeepsParamGradients) {
+  for (const char* line : {"conv2d filters=3 kernel=3 padding=same", "dense units=5"}) {
+    SCOPED_TRACE(line);
+    auto full = make(line, {2, 4, 4}), first = make(line, {2, 4, 4});
+    first->set_input_grad_needed(false);
+    Rng rng(4);
+    Tensor x = random_tensor({3, 2, 4, 4}, rng);
+    Tensor dy = random_tensor(full->forward(x, true).shape(), rng);
+    first->forward(x, true);
+    EXPECT_FALSE(full->backward(dy).empty());
+    EXPECT_TRUE(first->backward(dy).empty());
+    for (std::size_t i = 0; i < full->params().size(); ++i)
+      expect_close(first->params()[i]->grad, full->params()[i]->grad, 0.0, full->params()[i]->name);
+  }
+}
+
 TEST(Conv2d, OutputShapesAndParams) {
   auto same = make("conv2d filters=8 kernel=3 stride=2 padding=same", {3, 7, 5});
   EXPECT_EQ(same->output_shape(), Shape({8, 4, 3}));  // ceil(7/2), ceil(5/2)
