@@ -22,5 +22,13 @@ int train_command(const Args& args, Communicator& comm);
 int shard_command(const Args& args, Communicator& comm);
 int predict_command(const Args& args, Communicator& comm);
 int info_command(const Args& args, Communicator& comm);
+// Runs before MPI is initialized: it becomes mpirun, whose children must not
+// inherit a singleton's MPI state.
+int launch_command(const Args& args);
+
+// The mpirun command line that starts `ranks` local ranks of `binary` running
+// `command`, bound to cpus/ranks cores each (or unbound when oversubscribed).
+std::vector<std::string> mpirun_command(int ranks, int cpus, bool as_root, const std::string& binary,
+                                        const Args& command);
 
 }  // namespace dlscale

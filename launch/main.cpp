@@ -23,6 +23,7 @@ const char* kUsage =
     "  train CONFIG [--option value ...]   train a network (options: dlscale train --help)\n"
     "  shard --images F --labels F --output DIR --shards N   convert idx, CSV or .npy data to HDF5 shards\n"
     "  predict --model RUN/model.h5 --data DIR [--output F]  classify a dataset with a trained model\n"
+    "  launch -n N -- train CONFIG ...      start N local ranks through mpirun\n"
     "  info                                 build, devices and the rank layout of this job\n";
 
 int world_rank() {
@@ -68,6 +69,14 @@ static void prefer_passive_openmp_waiting(char** argv) {
 }
 
 int main(int argc, char** argv) {
+  if (argc > 1 && !std::strcmp(argv[1], "launch")) {
+    try {
+      return dlscale::launch_command(dlscale::Args(argv + 2, argv + argc));
+    } catch (const std::exception& e) {
+      std::cerr << "dlscale: error: " << e.what() << std::endl;
+      return 2;
+    }
+  }
   prefer_passive_openmp_waiting(argv);
   MPI_Init(&argc, &argv);
   int code = 0;

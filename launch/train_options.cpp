@@ -60,6 +60,7 @@ const OptionRow kOptions[] = {
     {"seed", "0", "seed of initialization, shuffling and dropout"},
     {"deterministic", "false", "bitwise-reproducible results for a fixed seed and rank count"},
     {"threads", "0", "CPU threads per rank (0: the CPUs this rank may use)"},
+    {"gradient-bucket-size", "25", "MiB per gradient all-reduce bucket (the first is at most 1 MiB)"},
 };
 
 po::options_description option_table() {
@@ -180,6 +181,8 @@ void fill_options(const Reader& r, TrainingOptions& o) {
   o.seed = static_cast<std::uint64_t>(r.integer("seed", 0));
   o.deterministic = r.flag("deterministic");
   o.threads = static_cast<int>(r.integer("threads", 0));
+  o.gradient_bucket_mib = r.number("gradient-bucket-size");
+  if (!(o.gradient_bucket_mib > 0)) throw UsageError("option gradient-bucket-size must be a positive number of MiB");
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ Tensor Network::forward_logits(const Tensor& x, bool training) {
 
 Tensor Network::predict(const Tensor& x) { return nodes_.back().layer->forward(forward_logits(x, false), false); }
 
-void Network::backward(const Tensor& dlogits) {
+void Network::backward(const Tensor& dlogits, const GradientsReady& on_ready) {
   // skip_grads[j] collects dL/d(output j) arriving through add joins.
   std::vector<Tensor> skip_grads(nodes_.size());
   Tensor g = dlogits;
@@ -130,6 +130,7 @@ void Network::backward(const Tensor& dlogits) {
     if (node.layer) {
       if (i == 0 && node.layer->params().empty()) break;  // dL/dx of the data is never needed
       g = node.layer->backward(g);  // empty for node 0: its input gradient is switched off
+      if (on_ready) on_ready(node.layer->params());
     } else {
       accumulate(skip_grads[node.add_from], g);  // y = x + out[from]: both get dy
     }

@@ -3,6 +3,7 @@
 // layer is softmax; training works on the logits before it (fused loss).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -30,8 +31,11 @@ class Network {
   Tensor predict(const Tensor& x);
   // Logits (N, K): every layer but the final softmax.
   Tensor forward_logits(const Tensor& x, bool training);
+  // Called after each layer's backward with the params whose grads are now
+  // final (maybe none): gradient buckets start their all-reduce from here.
+  using GradientsReady = std::function<void(const std::vector<Param*>&)>;
   // Back-propagates dL/dlogits of the last forward_logits; fills every grad.
-  void backward(const Tensor& dlogits);
+  void backward(const Tensor& dlogits, const GradientsReady& on_ready = {});
 
   std::vector<Param*> params();
   // Parameters and buffers under stable names ("02_conv2d/weight"), the

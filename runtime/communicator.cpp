@@ -20,6 +20,15 @@ Communicator::Communicator(MPI_Comm parent) {
   MPI_Comm_free(&node);
 }
 
+std::unique_ptr<Communicator> Communicator::split(bool member) const {
+  MPI_Comm part = MPI_COMM_NULL;
+  DLSCALE_CHECK_MPI(MPI_Comm_split(comm_, member ? 0 : MPI_UNDEFINED, rank_, &part));
+  if (part == MPI_COMM_NULL) return nullptr;
+  auto out = std::make_unique<Communicator>(part);
+  MPI_Comm_free(&part);
+  return out;
+}
+
 Communicator::~Communicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ namespace dlscale {
 class Communicator {
  public:
   explicit Communicator(MPI_Comm parent = MPI_COMM_WORLD);
+  // Collective: the ranks with member=true form a new communicator (returned
+  // to them); the others get nullptr.
+  std::unique_ptr<Communicator> split(bool member) const;
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

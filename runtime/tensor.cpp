@@ -68,6 +68,20 @@ Tensor Tensor::reshaped(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::view(const Tensor& base, std::int64_t offset, Shape shape) {
+  const std::int64_t n = dlscale::numel(shape);
+  DLSCALE_REQUIRE(offset >= 0 && offset + n <= base.numel_,
+                  "view of " + std::to_string(n) + " elements at " + std::to_string(offset) + " outside a tensor of " +
+                      std::to_string(base.numel_));
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.numel_ = n;
+  t.dtype_ = base.dtype_;
+  // Aliasing constructor: owns base's block, points inside it.
+  t.storage_ = std::shared_ptr<std::byte[]>(base.storage_, base.storage_.get() + offset * size_of(base.dtype_));
+  return t;
+}
+
 Tensor Tensor::clone() const {
   Tensor t(shape_, dtype_);
   std::memcpy(t.raw(), raw(), bytes());

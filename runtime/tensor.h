@@ -60,6 +60,10 @@ class Tensor {
 
   // Same storage, new shape with the same number of elements.
   Tensor reshaped(Shape shape) const;
+  // Elements [offset, offset + numel(shape)) of base's storage, sharing its
+  // ownership: gradient buckets hand parameters views of one flat buffer so
+  // the all-reduce needs no copies.
+  static Tensor view(const Tensor& base, std::int64_t offset, Shape shape);
   Tensor clone() const;
   // Deep copy converted to another element type.
   Tensor to(DType dtype) const;

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -16,6 +18,8 @@
 #include "runtime/blas.h"
 #include "runtime/evaluation.h"
 #include "runtime/execution.h"
+#include "runtime/gradient_buckets.h"
+#include "runtime/job_setup.h"
 #include "runtime/progress_table.h"
 #include "runtime/run_directory.h"
 
@@ -25,12 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::string host_name() {
-  char buf[256] = "";
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 DType precision_dtype(const std::string& precision) {
   if (precision == "single") return DType::f32;
@@ -50,15 +48,25 @@ void check_ranks_agree(const std::string& config, Communicator& comm) {
            "with the same options and config file");
 }
 
-// Mean over all ranks of the gradients of sum(local loss) / global batch.
-void allreduce_gradients(Network& net, Communicator& comm) {
-  if (comm.size() == 1) return;
-  for (Param* p : net.params()) comm.allreduce_sum(p->grad);
-}
-
 void broadcast_parameters(Network& net, Communicator& comm) {
   for (auto& [name, t] : net.named_tensors()) comm.broadcast(*t, 0);
 }
+
+// DLSCALE_FAIL_AT=RANK:ITERATION makes that rank throw at that iteration, so
+// tests can check a failing rank brings the job down (LBANN has the same hook).
+struct InjectedFailure {
+  int rank = -1;
+  std::int64_t iteration = -1;
+  static InjectedFailure from_environment() {
+    InjectedFailure f;
+    if (const char* v = std::getenv("DLSCALE_FAIL_AT")) std::sscanf(v, "%d:%ld", &f.rank, &f.iteration);
+    return f;
+  }
+  void maybe_fail(int rank_now, std::int64_t iteration_now) const {
+    if (rank_now == rank && iteration_now == iteration)
+      fail("injected failure at iteration " + std::to_string(iteration) + " (DLSCALE_FAIL_AT)");
+  }
+};
 
 struct Checkpointer {
   std::string dir;
@@ -71,12 +79,33 @@ struct Checkpointer {
   }
 };
 
+TrainingResult train_on(const TrainingOptions& o, Communicator& comm, const JobSetup& job,
+                        std::chrono::steady_clock::time_point t_start);
+
 }  // namespace
 
-TrainingResult trainnet(const TrainingOptions& o, Communicator& comm) {
+TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   const auto t_start = Clock::now();
-  ExecutionPlan plan = resolve_execution(o.execution_environment, comm.size(), query_gpus());
   if (o.threads > 0) set_cpu_threads(o.threads);
+  JobSetup job = setup_job(o.execution_environment, world);
+  const ExecutionPlan& plan = job.plan.ranks[world.rank()];
+  // Idle ranks (parallel-auto with GPUs elsewhere) wait for the others.
+  std::unique_ptr<Communicator> computing = world.split(plan.computes);
+  if (!computing) {
+    world.barrier();
+    return {};
+  }
+  TrainingResult result = train_on(o, *computing, job, t_start);
+  world.barrier();
+  return result;
+}
+
+namespace {
+
+// The training run proper, on the communicator of the computing ranks.
+TrainingResult train_on(const TrainingOptions& o, Communicator& comm, const JobSetup& job,
+                        std::chrono::steady_clock::time_point t_start) {
+  const ExecutionPlan& plan = job.plan.ranks[0];  // for the environment, the same on every rank
   DType dtype = precision_dtype(o.training_precision);
 
   // Everything a user can get wrong is checked before the run directory exists.
@@ -92,7 +121,10 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& comm) {
   const std::int64_t per_epoch = sampler.batches_per_epoch();
   LearnRateSchedule schedule(o.schedule, per_epoch, o.max_epochs);
   auto optimizer = make_optimizer(o.solver);
-  check_ranks_agree(o.config_text, comm);
+  // Each rank's gradient is d(sum of its losses / global batch): the sum over
+  // ranks is exactly the mean gradient of the global batch.
+  GradientBuckets buckets(net->params(), comm, static_cast<std::size_t>(o.gradient_bucket_mib * (1 << 20)));
+  check_ranks_agree(o.config_text + "\nbuckets " + buckets.plan_signature(), comm);
   broadcast_parameters(*net, comm);
 
   RunDirectory run(o.output, comm.rank() == 0, o.verbose);
@@ -101,20 +133,12 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& comm) {
                     o.checkpoint_frequency_unit == "iteration"};
 
   TrainingResult result;
-  std::ostringstream device;
-  device << plan.device << " (" << cpu_threads() << " threads)";
-  auto rank_devices = comm.allgather(host_name() + "\t" + device.str());
-  run.say("dlscale: " + std::to_string(comm.size()) + " rank(s), execution-environment " + plan.environment);
-  run.say("  rank  host                 device");
-  for (int r = 0; r < comm.size(); ++r) {
-    auto tab = rank_devices[r].find('\t');
-    char line[200];
-    std::snprintf(line, sizeof line, "  %4d  %-20s %s", r, rank_devices[r].substr(0, tab).c_str(),
-                  rank_devices[r].substr(tab + 1).c_str());
-    run.say(line);
-    result.devices.push_back(rank_devices[r].substr(tab + 1));
-  }
-  if (!plan.note.empty()) run.say("note: " + plan.note);
+  for (const auto& d : job.devices)
+    if (d != "idle") result.devices.push_back(d);
+  run.say("dlscale: " + std::to_string(job.ranks.size()) + " rank(s), " + std::to_string(comm.size()) +
+          " computing, execution-environment " + plan.environment);
+  run.say(job.table);
+  for (const auto& note : job.notes) run.say("note: " + note);
   run.log("network:\n" + net->describe());
   run.log(progress_header());
 
@@ -145,6 +169,7 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& comm) {
     save_model(ckpt.dir + name, *net, optimizer->state(), &pos);
   };
 
+  const InjectedFailure failure = InjectedFailure::from_environment();
   result.stop_reason = "max epochs";
   bool stop = false;
   const auto t_loop = Clock::now();
@@ -152,11 +177,12 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& comm) {
     PrefetchLoader loader(train, sampler.epoch_batches(epoch), dtype);
     Tensor dlogits;
     while (auto batch = loader.next()) {
+      failure.maybe_fail(comm.rank(), iteration + 1);
       Tensor logits = net->forward_logits(batch->x, true);
       LossResult loss = softmax_cross_entropy(logits, batch->labels.data(),
                                               static_cast<double>(o.mini_batch_size), dlogits);
-      net->backward(dlogits);
-      allreduce_gradients(*net, comm);
+      net->backward(dlogits, [&](const std::vector<Param*>& ready) { buckets.mark_ready(ready); });
+      buckets.finish();
       const double lr = schedule.rate(iteration);
       optimizer->step(net->params(), lr);
       ++iteration;
@@ -234,5 +260,7 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& comm) {
   result.network = std::move(net);
   return result;
 }
+
+}  // namespace
 
 }  // namespace dlscale

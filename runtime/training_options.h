@@ -39,6 +39,7 @@ struct TrainingOptions {
   std::uint64_t seed = 0;
   bool deterministic = false;
   int threads = 0;  // CPU threads per rank; 0: the CPUs this rank may use
+  double gradient_bucket_mib = 25;  // gradient all-reduce bucket size (the first bucket is at most 1 MiB)
 
   // The resolved options as INI text, rerunnable with `dlscale train` as is.
   std::string config_text;

@@ -1,0 +1,135 @@
+// Gradient all-reduce benchmark, run under mpirun -n 2 (or more):
+//  1. our bucketed all-reduce of a model's gradients against one plain
+//     MPI_Allreduce of the same bytes, measured in the same run (ratio);
+//  2. the share of all-reduce hidden behind backward: the gradient bytes
+//     whose all-reduce, started as their bucket filled, had completed by the
+//     time backward ended (GradientBuckets::hidden_share).
+// Each measurement first checks the sums, then times.
+//   mpirun -n 2 allreduce_bench examples/fashion-mnist/cnn.ini [repetitions] [local batch] [bucket MiB]
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "layers/network.h"
+#include "layers/softmax.h"
+#include "runtime/blas.h"
+#include "runtime/gradient_buckets.h"
+#include "runtime/rng.h"
+
+namespace {
+
+using namespace dlscale;
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The network of a dlscale config file: its input and layer lines.
+NetworkSpec read_spec(const std::string& path) {
+  NetworkSpec spec;
+  spec.source = path;
+  std::ifstream in(path);
+  if (!in) fail("cannot open " + path);
+  for (std::string line; std::getline(in, line);) {
+    auto eq = line.find('=');
+    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+    auto key = line.substr(0, line.find_last_not_of(' ', eq - 1) + 1), value = line.substr(eq + 1);
+    value = value.substr(value.find_first_not_of(' '));
+    if (key == "input") spec.input_shape = parse_shape(value, "input");
+    if (key == "layer") spec.layer_lines.push_back(value);
+  }
+  return spec;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int run(int argc, char** argv) {
+  Communicator comm;
+  if (argc < 2) fail("usage: allreduce_bench CONFIG.ini [repetitions] [local batch]");
+  const int reps = argc > 2 ? std::stoi(argv[2]) : 50;
+  const int batch = argc > 3 ? std::stoi(argv[3]) : 64;
+  set_cpu_threads(1);
+  Network net(read_spec(argv[1]), DType::f32, 1);
+  std::int64_t elements = 0;
+  for (Param* p : net.params()) elements += p->grad.numel();
+  const double bucket_mib = argc > 4 ? std::stod(argv[4]) : 25.0;
+  GradientBuckets buckets(net.params(), comm, static_cast<std::size_t>(bucket_mib * (1 << 20)));
+
+  // 1. Plain MPI_Allreduce of the same bytes vs our buckets, all grads ready.
+  std::vector<float> flat(elements, 1.0f);
+  std::vector<double> plain_t, ours_t;
+  for (int r = 0; r < reps + 5; ++r) {
+    std::fill(flat.begin(), flat.end(), 1.0f);
+    MPI_Barrier(comm.get());
+    auto t0 = Clock::now();
+    MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(elements), MPI_FLOAT, MPI_SUM, comm.get());
+    if (r >= 5) plain_t.push_back(since(t0));
+    if (flat[elements / 2] != static_cast<float>(comm.size())) fail("plain all-reduce gave a wrong sum");
+
+    for (Param* p : net.params()) std::fill_n(p->grad.data<float>(), p->grad.numel(), 1.0f);
+    MPI_Barrier(comm.get());
+    t0 = Clock::now();
+    auto params = net.params();
+    for (auto it = params.rbegin(); it != params.rend(); ++it) buckets.mark_ready({*it});
+    buckets.finish();
+    if (r >= 5) ours_t.push_back(since(t0));
+    for (Param* p : params)
+      if (p->grad.data<float>()[0] != static_cast<float>(comm.size())) fail("bucketed all-reduce gave a wrong sum");
+  }
+
+  // 2. Training steps on random data: buckets started during backward or after it.
+  Rng rng(comm.rank() + 1);
+  Shape xs{batch};
+  xs.insert(xs.end(), net.spec().input_shape.begin(), net.spec().input_shape.end());
+  Tensor x(xs);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(rng.uniform());
+  std::vector<std::int32_t> labels(batch);
+  for (auto& l : labels) l = static_cast<std::int32_t>(rng.below(net.num_classes()));
+  Tensor dlogits;
+  // One bucketer throughout: it owns the grads' storage (they are its views).
+  GradientBuckets overlapped(net.params(), comm, static_cast<std::size_t>(bucket_mib * (1 << 20)));
+  std::vector<double> step_t;
+  for (int r = 0; r < reps + 3; ++r) {
+    MPI_Barrier(comm.get());
+    auto t0 = Clock::now();
+    softmax_cross_entropy(net.forward_logits(x, true), labels.data(), batch * comm.size(), dlogits);
+    net.backward(dlogits, [&](const std::vector<Param*>& ready) { overlapped.mark_ready(ready); });
+    overlapped.finish();
+    if (r >= 3) step_t.push_back(since(t0));
+  }
+  const double hidden = overlapped.hidden_share();
+  if (comm.rank() == 0) {
+    const double plain = median(plain_t), ours = median(ours_t);
+    std::printf("ranks %d, gradients %lld floats (%.2f MB) in %zu bucket(s): %s bytes\n", comm.size(),
+                static_cast<long long>(elements), elements * 4 / 1e6, buckets.bucket_count(),
+                buckets.plan_signature().c_str());
+    std::printf("%-34s %12s\n", "measure", "value");
+    std::printf("%-34s %12.3f\n", "plain MPI_Allreduce (ms)", plain * 1e3);
+    std::printf("%-34s %12.3f\n", "dlscale bucketed all-reduce (ms)", ours * 1e3);
+    std::printf("%-34s %12.3f\n", "ratio dlscale / plain", ours / plain);
+    std::printf("%-34s %12.3f\n", "training step (ms)", median(step_t) * 1e3);
+    std::printf("%-34s %12.3f\n", "all-reduce share of the step", plain / median(step_t));
+    std::printf("%-34s %12.2f\n", "share of gradient bytes hidden", hidden);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  try {
+    code = run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "allreduce_bench: error: %s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
+}

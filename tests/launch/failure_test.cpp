@@ -1,0 +1,91 @@
+// A failing rank brings the whole job down, under mpirun -n 4: a rank that
+// raises an error (DLSCALE_FAIL_AT) and a rank killed with SIGKILL mid-epoch
+// both end every process within a minute, and no model.h5 is left behind.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "cli_helpers.h"
+
+namespace dlscale::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class FailingRank : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    write_dataset((dir / "train").string(), separable_images(4000, 4, 1), 4);
+    std::ofstream(dir / "long.ini") << "train-data = " << (dir / "train").string() << "\n"
+                                    << "input = 1x8x8\nlayer = dense units=64\nlayer = relu\n"
+                                       "layer = dense units=4\nlayer = softmax\n"
+                                       "max-epochs = 1000\nmini-batch-size = 16\nverbose-frequency = 1\n"
+                                       "threads = 1\n";
+  }
+  std::string job() const {
+    return "mpirun -n 4 --oversubscribe " + dlscale_binary() + " train " + (dir / "long.ini").string() +
+           " --output " + (dir / "run").string();
+  }
+  // Processes whose command line names this test's run directory (mpirun and its ranks).
+  std::vector<pid_t> job_processes() const {
+    // "[-]-output" matches "--output" but not the shell running this pgrep.
+    auto r = run_command("pgrep -f -- '[-]-output " + (dir / "run").string() + "'", dir);
+    std::vector<pid_t> pids;
+    std::istringstream in(r.out);
+    for (pid_t p; in >> p;) pids.push_back(p);
+    return pids;
+  }
+  fs::path dir;
+};
+
+TEST_F(FailingRank, ErrorOnOneRankEndsTheJobWithItsMessage) {
+  const auto t0 = Clock::now();
+  RunResult r = run_command("DLSCALE_FAIL_AT=2:30 timeout 120 " + job(), dir);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";
+  EXPECT_LT(seconds, 60);
+  EXPECT_NE(r.err.find("dlscale: rank 2: error: injected failure at iteration 30"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
+  EXPECT_TRUE(job_processes().empty()) << "processes left behind";
+}
+
+TEST_F(FailingRank, KilledRankEndsTheJob) {
+  pid_t mpirun = fork();
+  ASSERT_GE(mpirun, 0);
+  if (mpirun == 0) {
+    std::string command = job() + " >" + (dir / "out.txt").string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until training is under way: iteration rows in metrics.jsonl.
+  const auto metrics = dir / "run" / "metrics.jsonl";
+  for (int i = 0; i < 600 && !(fs::exists(metrics) && fs::file_size(metrics) > 2000); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(metrics)) << read_file(dir / "out.txt");
+  pid_t victim = -1;
+  for (pid_t p : job_processes())
+    if (p != mpirun) victim = p;
+  ASSERT_GT(victim, 0);
+  const auto t0 = Clock::now();
+  kill(victim, SIGKILL);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = waitpid(mpirun, &status, WNOHANG)) == 0 && Clock::now() - t0 < std::chrono::seconds(90))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (done == 0) kill(mpirun, SIGKILL), waitpid(mpirun, &status, 0);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(done, mpirun) << "mpirun was still running 90 s after a rank was killed";
+  EXPECT_LT(seconds, 60);
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_TRUE(job_processes().empty()) << "processes left behind";
+}
+
+}  // namespace
+}  // namespace dlscale::testing
