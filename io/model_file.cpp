@@ -26,8 +26,7 @@ std::vector<std::string> split_lines(const std::string& text) {
 }
 }  // namespace
 
-void save_model(const std::string& path, Network& net, const std::vector<std::pair<std::string, Tensor*>>& extra,
-                const TrainingPosition* position) {
+void save_model(const std::string& path, Network& net, const FileExtras& extras) {
   const std::string tmp = path + ".tmp";
   {
     auto lock = hdf5_lock();
@@ -39,35 +38,51 @@ void save_model(const std::string& path, Network& net, const std::vector<std::pa
     write_string_attribute(root, "layers", join_lines(net.spec().layer_lines));
     write_string_attribute(root, "dtype", to_string(net.dtype()));
     write_int_attribute(root, "num_classes", net.num_classes());
-    if (position) {
-      write_int_attribute(root, "iteration", position->iteration);
-      write_int_attribute(root, "epoch", position->epoch);
-    }
+    for (auto& [name, value] : extras.attributes) write_string_attribute(root, name, value);
     for (auto& [name, tensor] : net.named_tensors()) write_tensor(root, "params/" + name, *tensor);
-    for (auto& [name, tensor] : extra) write_tensor(root, "optimizer/" + name, *tensor);
+    for (auto& [name, tensor] : extras.tensors) write_tensor(root, "optimizer/" + name, *tensor);
   }
   commit_file(tmp, path);
 }
+
+namespace {
+void read_tensors(hid_t root, const std::string& path, Network& net) {
+  for (auto& [name, tensor] : net.named_tensors()) {
+    Tensor stored = read_tensor(root, "params/" + name, path);
+    if (stored.shape() != tensor->shape())
+      fail(path + ": params/" + name + " has shape " + to_string(stored.shape()) + ", the network expects " +
+           to_string(tensor->shape()));
+    tensor->copy_from(stored.to(net.dtype()));
+  }
+}
+
+void check_format(hid_t root, const std::string& path) {
+  if (read_string_attribute(root, "format", path) != kFormat) fail(path + " is not a dlscale model file");
+}
+}  // namespace
 
 std::unique_ptr<Network> load_model(const std::string& path) {
   auto lock = hdf5_lock();
   H5Id file = open_h5_read(path);
   hid_t root = file.get();
-  if (read_string_attribute(root, "format", path) != kFormat) fail(path + " is not a dlscale model file");
+  check_format(root, path);
   NetworkSpec spec;
   spec.source = path;
   spec.input_shape = parse_shape(read_string_attribute(root, "input_shape", path), path + ": input_shape");
   spec.layer_lines = split_lines(read_string_attribute(root, "layers", path));
-  auto dtype = parse_dtype(read_string_attribute(root, "dtype", path));
-  auto net = std::make_unique<Network>(spec, dtype, 0);
-  for (auto& [name, tensor] : net->named_tensors()) {
-    Tensor stored = read_tensor(root, "params/" + name, path);
-    if (stored.shape() != tensor->shape())
-      fail(path + ": params/" + name + " has shape " + to_string(stored.shape()) + ", the network expects " +
-           to_string(tensor->shape()));
-    tensor->copy_from(stored.to(dtype));
-  }
+  auto net = std::make_unique<Network>(spec, parse_dtype(read_string_attribute(root, "dtype", path)), 0);
+  read_tensors(root, path, *net);
   return net;
+}
+
+void load_weights(const std::string& path, Network& net) {
+  auto lock = hdf5_lock();
+  H5Id file = open_h5_read(path);
+  hid_t root = file.get();
+  check_format(root, path);
+  if (split_lines(read_string_attribute(root, "layers", path)) != net.spec().layer_lines)
+    fail(path + " holds a network with other layers than the one being trained");
+  read_tensors(root, path, net);
 }
 
 }  // namespace dlscale

@@ -12,21 +12,21 @@
 
 namespace dlscale {
 
-// Where a checkpoint stands in training; stored as root attributes.
-struct TrainingPosition {
-  std::int64_t iteration = 0;  // iterations completed
-  std::int64_t epoch = 0;      // epochs completed
+// What a checkpoint adds to a model file: solver state under /optimizer and
+// string attributes at the root (training position, random states, hashes).
+struct FileExtras {
+  std::vector<std::pair<std::string, Tensor*>> tensors;
+  std::vector<std::pair<std::string, std::string>> attributes;
 };
 
 // Writes the spec and every named tensor to `path` atomically (temp file,
 // fsync, rename): a failed write leaves the previous file untouched.
-// `extra` tensors (optimizer state) go under /optimizer.
-void save_model(const std::string& path, Network& net,
-                const std::vector<std::pair<std::string, Tensor*>>& extra = {},
-                const TrainingPosition* position = nullptr);
+void save_model(const std::string& path, Network& net, const FileExtras& extras = {});
 
 // Rebuilds the network from the file's spec and loads its tensors; any
 // missing tensor or shape mismatch is an error naming the file.
 std::unique_ptr<Network> load_model(const std::string& path);
+// Loads the file's tensors into `net`, which must have the file's layers.
+void load_weights(const std::string& path, Network& net);
 
 }  // namespace dlscale

@@ -5,6 +5,7 @@
 #include "launch/cpu_binding.h"
 #include "launch/train_options.h"
 #include "runtime/blas.h"
+#include "runtime/preemption.h"
 #include "runtime/trainer.h"
 
 namespace dlscale {
@@ -17,8 +18,9 @@ int train_command(const Args& args, Communicator& comm) {
     }
   TrainingOptions options = parse_training_options(args, comm);
   set_cpu_threads(options.threads > 0 ? options.threads : default_cpu_threads(comm));
-  trainnet(options, comm);
-  return 0;
+  install_preemption_handlers();
+  TrainingResult result = trainnet(options, comm);
+  return result.stop_reason == "preempted" ? kPreemptedExitCode : 0;
 }
 
 }  // namespace dlscale

@@ -55,6 +55,9 @@ const OptionRow kOptions[] = {
     {"checkpoint-path", nullptr, "checkpoint folder (default <output>/checkpoints)"},
     {"checkpoint-frequency", "0", "checkpoint every N epochs or iterations (0: never)"},
     {"checkpoint-frequency-unit", "epoch", "epoch | iteration"},
+    {"checkpoint-minutes", "0", "also checkpoint when this many minutes passed since the last one (0: off)"},
+    {"checkpoint-keep", "0", "keep only the newest K checkpoints (0: all)"},
+    {"resume", nullptr, "auto (newest valid checkpoint of the run) or a checkpoint file"},
     {"execution-environment", "auto", "auto | cpu | gpu | multi-gpu | parallel-auto | parallel-cpu | parallel-gpu"},
     {"training-precision", "single", "single | double | automatic-mixed"},
     {"seed", "0", "seed of initialization, shuffling and dropout"},
@@ -133,6 +136,7 @@ std::string resolved_config(const po::variables_map& vm, const TrainingOptions& 
     if (name == "test-data") value = o.test_data;
     if (name == "output") value = o.output;
     if (name == "checkpoint-path") value = o.checkpoint_path;
+    if (name == "resume") continue;  // how this run started, not what it trains
     if (!value.empty()) out << name << " = " << value << "\n";
   }
   for (const auto& layer : o.network.layer_lines) out << "layer = " << layer << "\n";
@@ -176,6 +180,10 @@ void fill_options(const Reader& r, TrainingOptions& o) {
   if (o.checkpoint_frequency_unit != "epoch" && o.checkpoint_frequency_unit != "iteration")
     throw UsageError("option checkpoint-frequency-unit: '" + o.checkpoint_frequency_unit +
                      "' (expected epoch or iteration)");
+  o.checkpoint_minutes = r.number("checkpoint-minutes");
+  o.checkpoint_keep = static_cast<int>(r.integer("checkpoint-keep", 0));
+  o.resume = r.str("resume");
+  if (!o.resume.empty() && o.resume != "auto") o.resume = r.path("resume");
   o.execution_environment = r.str("execution-environment");
   o.training_precision = r.str("training-precision");
   o.seed = static_cast<std::uint64_t>(r.integer("seed", 0));

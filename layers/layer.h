@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/rng.h"
 #include "runtime/tensor.h"
 
 namespace dlscale {
@@ -39,6 +40,10 @@ class Layer {
   virtual std::vector<Param*> params() { return {}; }
   // Non-learnable state saved with the model (batch-norm running statistics).
   virtual std::vector<std::pair<std::string, Tensor*>> buffers() { return {}; }
+
+  // Random streams the layer draws from while training (dropout masks), so
+  // checkpoints can save and restore them.
+  virtual std::vector<Rng*> random_streams() { return {}; }
 
   // The first layer's dL/dx is never used: Network turns it off so layers
   // whose input gradient is costly (conv2d's col2im) can skip it and return

@@ -146,6 +146,14 @@ std::vector<Param*> Network::params() {
   return all;
 }
 
+std::vector<Tensor*> Network::buffers() {
+  std::vector<Tensor*> all;
+  for (auto& node : nodes_)
+    if (node.layer)
+      for (auto& [name, t] : node.layer->buffers()) all.push_back(t);
+  return all;
+}
+
 std::vector<std::pair<std::string, Tensor*>> Network::named_tensors() {
   std::vector<std::pair<std::string, Tensor*>> all;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
@@ -157,6 +165,34 @@ std::vector<std::pair<std::string, Tensor*>> Network::named_tensors() {
     for (auto& [name, t] : nodes_[i].layer->buffers()) all.emplace_back(base + name, t);
   }
   return all;
+}
+
+std::vector<Rng*> Network::random_streams() {
+  std::vector<Rng*> all;
+  for (auto& node : nodes_)
+    if (node.layer)
+      for (Rng* r : node.layer->random_streams()) all.push_back(r);
+  return all;
+}
+
+std::string Network::random_state() {
+  std::string s;
+  for (Rng* r : random_streams()) s += (s.empty() ? "" : "|") + r->state();
+  return s;
+}
+
+void Network::set_random_state(const std::string& state) {
+  std::stringstream in(state);
+  std::string part;
+  for (Rng* r : random_streams()) {
+    if (!std::getline(in, part, '|')) fail("a checkpoint holds fewer random streams than the network has");
+    r->set_state(part);
+  }
+}
+
+void Network::decorrelate_random_streams(int rank) {
+  if (rank == 0) return;
+  for (Rng* r : random_streams()) r->reseed(r->next() + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(rank));
 }
 
 std::int64_t Network::parameter_count() {

@@ -38,10 +38,17 @@ class Network {
   void backward(const Tensor& dlogits, const GradientsReady& on_ready = {});
 
   std::vector<Param*> params();
+  // Non-learnable state (batch-norm running statistics).
+  std::vector<Tensor*> buffers();
   // Parameters and buffers under stable names ("02_conv2d/weight"), the
   // layout of model files and checkpoints.
   std::vector<std::pair<std::string, Tensor*>> named_tensors();
   std::int64_t parameter_count();
+  // Every layer's random stream, for checkpoints: states joined by '|'.
+  std::string random_state();
+  void set_random_state(const std::string& state);
+  // Gives every rank its own dropout masks (rank 0 keeps the seed's streams).
+  void decorrelate_random_streams(int rank);
 
   const NetworkSpec& spec() const { return spec_; }
   DType dtype() const { return dtype_; }
@@ -50,6 +57,8 @@ class Network {
   std::string describe();
 
  private:
+  std::vector<Rng*> random_streams();
+
   struct Node {
     std::string name;               // user's name= or "layerN"
     std::string kind;

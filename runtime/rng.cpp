@@ -2,6 +2,9 @@
 #include "runtime/rng.h"
 
 #include <cmath>
+#include <sstream>
+
+#include "runtime/error.h"
 
 namespace dlscale {
 
@@ -17,6 +20,19 @@ double Rng::normal(double mean, double stddev) {
   spare_ = r * std::sin(2.0 * M_PI * u2);
   have_spare_ = true;
   return mean + stddev * r * std::cos(2.0 * M_PI * u2);
+}
+
+std::string Rng::state() const {
+  std::ostringstream out;
+  out.precision(17);
+  out << engine_ << ' ' << have_spare_ << ' ' << spare_;
+  return out.str();
+}
+
+void Rng::set_state(const std::string& text) {
+  std::istringstream in(text);
+  in >> engine_ >> have_spare_ >> spare_;
+  if (!in) fail("corrupt random-number state in a checkpoint");
 }
 
 }  // namespace dlscale

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 
 namespace dlscale {
 
@@ -19,6 +20,10 @@ class Rng {
   // Uniform integer in [0, n).
   std::uint64_t below(std::uint64_t n) { return n ? next() % n : 0; }
   std::mt19937_64& engine() { return engine_; }
+  void reseed(std::uint64_t seed) { *this = Rng(seed); }
+  // The whole generator state as text (checkpoints restore it exactly).
+  std::string state() const;
+  void set_state(const std::string& text);
 
  private:
   std::mt19937_64 engine_;

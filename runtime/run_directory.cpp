@@ -11,7 +11,7 @@ namespace dlscale {
 
 namespace fs = std::filesystem;
 
-RunDirectory::RunDirectory(std::string path, bool writer, bool verbose)
+RunDirectory::RunDirectory(std::string path, bool writer, bool verbose, bool resuming)
     : path_(std::move(path)), writer_(writer), verbose_(verbose) {
   if (!writer_) return;
   if (fs::exists(file("model.h5")))
@@ -20,7 +20,7 @@ RunDirectory::RunDirectory(std::string path, bool writer, bool verbose)
   fs::create_directories(file("checkpoints"), ec);
   if (ec) fail("cannot create the run directory " + path_ + ": " + ec.message());
   log_.open(file("log.txt"), std::ios::app);
-  metrics_.open(file("metrics.jsonl"), std::ios::trunc);
+  metrics_.open(file("metrics.jsonl"), resuming ? std::ios::app : std::ios::trunc);
   if (!log_ || !metrics_) fail("cannot write log.txt and metrics.jsonl in " + path_);
 }
 

@@ -11,8 +11,9 @@ namespace dlscale {
 class RunDirectory {
  public:
   // writer: this rank writes (rank 0). Creates the folder and checkpoints/;
-  // refuses a folder that already holds a finished run (model.h5).
-  RunDirectory(std::string path, bool writer, bool verbose);
+  // refuses a folder that already holds a finished run (model.h5). A resumed
+  // run appends to metrics.jsonl instead of starting it anew.
+  RunDirectory(std::string path, bool writer, bool verbose, bool resuming = false);
 
   const std::string& path() const { return path_; }
   bool writer() const { return writer_; }

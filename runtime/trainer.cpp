@@ -1,8 +1,7 @@
 // The training loop: sample, forward, loss, backward, all-reduce, update;
-// validation, checkpoints and metrics; rank 0 writes the run directory.
+// validation, checkpoints, preemption and metrics; rank 0 writes the run
+// directory.
 #include "runtime/trainer.h"
-
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -10,16 +9,16 @@
 #include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "io/loader.h"
 #include "io/model_file.h"
 #include "layers/softmax.h"
 #include "runtime/blas.h"
+#include "runtime/checkpoint.h"
 #include "runtime/evaluation.h"
-#include "runtime/execution.h"
 #include "runtime/gradient_buckets.h"
 #include "runtime/job_setup.h"
+#include "runtime/preemption.h"
 #include "runtime/progress_table.h"
 #include "runtime/run_directory.h"
 
@@ -29,6 +28,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+std::string hash_text(const std::string& text) { return std::to_string(std::hash<std::string>{}(text)); }
 
 DType precision_dtype(const std::string& precision) {
   if (precision == "single") return DType::f32;
@@ -41,46 +41,287 @@ DType precision_dtype(const std::string& precision) {
 // Every rank must train the same thing: a differing config means a broken
 // job script, and continuing would hang or silently diverge.
 void check_ranks_agree(const std::string& config, Communicator& comm) {
-  auto all = comm.allgather(std::to_string(std::hash<std::string>{}(config)));
+  auto all = comm.allgather(hash_text(config));
   for (int r = 1; r < comm.size(); ++r)
     if (all[r] != all[0])
       fail("rank " + std::to_string(r) + " has a different configuration than rank 0; every rank must be started "
            "with the same options and config file");
 }
 
-void broadcast_parameters(Network& net, Communicator& comm) {
-  for (auto& [name, t] : net.named_tensors()) comm.broadcast(*t, 0);
+// DLSCALE_FAIL_AT=RANK:ITERATION makes that rank throw at that iteration, and
+// DLSCALE_STOP_AT=ITERATION acts as if a preemption signal arrived then, so
+// tests can check failure and resume paths (LBANN has the same kind of hook).
+struct TestHooks {
+  int fail_rank = -1;
+  std::int64_t fail_iteration = -1, stop_iteration = -1;
+  static TestHooks from_environment() {
+    TestHooks h;
+    if (const char* v = std::getenv("DLSCALE_FAIL_AT")) std::sscanf(v, "%d:%ld", &h.fail_rank, &h.fail_iteration);
+    if (const char* v = std::getenv("DLSCALE_STOP_AT")) std::sscanf(v, "%ld", &h.stop_iteration);
+    return h;
+  }
+};
+
+// One training run on the communicator of the computing ranks.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, Clock::time_point t_start);
+  TrainingResult run();
+
+ private:
+  void announce();
+  void resume_if_asked();
+  bool train_one_batch(const Batch& batch);  // false: stop training
+  bool log_step(const LossResult& loss, double lr);
+  void run_validation();
+  void sync_buffers();
+  void checkpoint();
+  bool stop_requested();
+  TrainingResult finish();
+
+  const TrainingOptions& o_;
+  Communicator& comm_;
+  const JobSetup& job_;
+  Clock::time_point t_start_, t_last_checkpoint_;
+  DType dtype_;
+  DatasetInfo train_;
+  std::optional<DatasetInfo> validation_, test_;
+  std::unique_ptr<Network> net_;
+  std::optional<DistributedSampler> sampler_;
+  std::optional<LearnRateSchedule> schedule_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::optional<GradientBuckets> buckets_;
+  std::optional<RunDirectory> dir_;
+  CheckpointIdentity identity_;
+  std::string checkpoint_dir_;
+  TrainingState state_;
+  TestHooks hooks_ = TestHooks::from_environment();
+  TrainingResult result_;
+  std::optional<double> last_val_acc_, last_val_loss_;
+  double eval_time_ = 0;  // validation time, excluded from samples_per_second
+  Tensor dlogits_;
+};
+
+TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, Clock::time_point t_start)
+    : o_(o), comm_(comm), job_(job), t_start_(t_start), t_last_checkpoint_(t_start),
+      dtype_(precision_dtype(o.training_precision)) {
+  // Everything a user can get wrong is checked before the run directory exists.
+  train_ = open_dataset(o.train_data);
+  if (!o.validation_data.empty()) validation_ = open_dataset(o.validation_data);
+  if (!o.test_data.empty()) test_ = open_dataset(o.test_data);
+  net_ = std::make_unique<Network>(o.network, dtype_, o.seed);
+  check_data_fits(*net_, train_, "training");
+  if (validation_) check_data_fits(*net_, *validation_, "validation");
+  if (test_) check_data_fits(*net_, *test_, "test");
+  sampler_.emplace(train_.num_samples, o.mini_batch_size, comm.rank(), comm.size(), o.shuffle, o.seed);
+  schedule_.emplace(o.schedule, sampler_->batches_per_epoch(), o.max_epochs);
+  optimizer_ = make_optimizer(o.solver);
+  // Each rank's gradient is d(sum of its losses / global batch): the sum over
+  // ranks is exactly the mean gradient of the global batch.
+  buckets_.emplace(net_->params(), comm, static_cast<std::size_t>(o.gradient_bucket_mib * (1 << 20)));
+  check_ranks_agree(o.config_text + "\nbuckets " + buckets_->plan_signature(), comm);
+  for (auto& [name, t] : net_->named_tensors()) comm.broadcast(*t, 0);
+  net_->decorrelate_random_streams(comm.rank());
+  std::string network_text = to_string(o.network.input_shape) + "\n" + o.training_precision + "\n";
+  for (const auto& line : o.network.layer_lines) network_text += line + "\n";
+  identity_ = {hash_text(network_text), hash_text(o.config_text)};
+  dir_.emplace(o.output, comm.rank() == 0, o.verbose, !o.resume.empty());
+  checkpoint_dir_ = o.checkpoint_path.empty() ? dir_->file("checkpoints") : o.checkpoint_path;
 }
 
-// DLSCALE_FAIL_AT=RANK:ITERATION makes that rank throw at that iteration, so
-// tests can check a failing rank brings the job down (LBANN has the same hook).
-struct InjectedFailure {
-  int rank = -1;
-  std::int64_t iteration = -1;
-  static InjectedFailure from_environment() {
-    InjectedFailure f;
-    if (const char* v = std::getenv("DLSCALE_FAIL_AT")) std::sscanf(v, "%d:%ld", &f.rank, &f.iteration);
-    return f;
-  }
-  void maybe_fail(int rank_now, std::int64_t iteration_now) const {
-    if (rank_now == rank && iteration_now == iteration)
-      fail("injected failure at iteration " + std::to_string(iteration) + " (DLSCALE_FAIL_AT)");
-  }
-};
+void TrainingRun::announce() {
+  for (const auto& d : job_.devices)
+    if (d != "idle") result_.devices.push_back(d);
+  dir_->write_text("config.ini", o_.config_text);
+  dir_->say("dlscale: " + std::to_string(job_.ranks.size()) + " rank(s), " + std::to_string(comm_.size()) +
+            " computing, execution-environment " + job_.plan.ranks[0].environment);
+  dir_->say(job_.table);
+  for (const auto& note : job_.notes) dir_->say("note: " + note);
+  dir_->log("network:\n" + net_->describe());
+}
 
-struct Checkpointer {
-  std::string dir;
-  std::int64_t frequency = 0;
-  bool per_iteration = false;
-  bool due(std::int64_t iteration, bool epoch_end) const {
-    if (frequency <= 0) return false;
-    if (per_iteration) return iteration % frequency == 0;
-    return epoch_end;
+void TrainingRun::resume_if_asked() {
+  if (o_.resume.empty()) return;
+  std::vector<std::string> notes;
+  std::string path = o_.resume;
+  if (o_.resume == "auto") {
+    path = find_latest_checkpoint(checkpoint_dir_, notes);
+    for (const auto& w : notes) dir_->say("warning: " + w);
+    notes.clear();
+    if (path.empty()) {
+      dir_->say("resume auto: no checkpoint in " + checkpoint_dir_ + ", starting from the beginning");
+      return;
+    }
   }
-};
+  state_ = restore_checkpoint(path, *net_, *optimizer_, identity_, comm_, notes);
+  for (const auto& n : notes) dir_->say("note: " + n);
+  dir_->say("resumed from " + path + " at iteration " + std::to_string(state_.iteration));
+}
 
-TrainingResult train_on(const TrainingOptions& o, Communicator& comm, const JobSetup& job,
-                        std::chrono::steady_clock::time_point t_start);
+bool TrainingRun::stop_requested() {
+  // One small all-reduce per step: every rank stops at the same boundary.
+  double flag = preemption_requested() || state_.iteration == hooks_.stop_iteration ? 1.0 : 0.0;
+  return comm_.allreduce_max(flag) > 0;
+}
+
+bool TrainingRun::train_one_batch(const Batch& batch) {
+  if (comm_.rank() == hooks_.fail_rank && state_.iteration + 1 == hooks_.fail_iteration)
+    fail("injected failure at iteration " + std::to_string(hooks_.fail_iteration) + " (DLSCALE_FAIL_AT)");
+  Tensor logits = net_->forward_logits(batch.x, true);
+  LossResult loss = softmax_cross_entropy(logits, batch.labels.data(), static_cast<double>(o_.mini_batch_size), dlogits_);
+  net_->backward(dlogits_, [&](const std::vector<Param*>& ready) { buckets_->mark_ready(ready); });
+  buckets_->finish();
+  const double lr = schedule_->rate(state_.iteration);
+  optimizer_->step(net_->params(), lr);
+  ++state_.iteration, ++state_.batch_in_epoch;
+  state_.samples_seen += o_.mini_batch_size;
+  const bool epoch_end = state_.batch_in_epoch == sampler_->batches_per_epoch();
+  if (epoch_end) ++state_.epoch, state_.batch_in_epoch = 0;
+  bool go_on = log_step(loss, lr);
+  const bool due = o_.checkpoint_frequency > 0 &&
+                   (o_.checkpoint_frequency_unit == "iteration" ? state_.iteration % o_.checkpoint_frequency == 0
+                                                                : epoch_end && state_.epoch % o_.checkpoint_frequency == 0);
+  const bool timed = o_.checkpoint_minutes > 0 &&
+                     comm_.allreduce_max(seconds_since(t_last_checkpoint_)) >= o_.checkpoint_minutes * 60;
+  if (stop_requested()) {
+    checkpoint();
+    result_.stop_reason = "preempted";
+    return false;
+  }
+  if (due || timed) checkpoint();
+  return go_on;
+}
+
+// Reduces and logs the mini-batch figures when a row is due; false when
+// validation patience ran out.
+bool TrainingRun::log_step(const LossResult& loss, double lr) {
+  const std::int64_t it = state_.iteration;
+  const bool last = state_.epoch == o_.max_epochs && state_.batch_in_epoch == 0;
+  const bool validate_now = validation_ && (it % o_.validation_frequency == 0 || it == 1);
+  if (!(it == 1 || it % o_.verbose_frequency == 0 || last || validate_now)) return true;
+  double sums[2] = {loss.loss_sum, static_cast<double>(loss.correct)};
+  comm_.allreduce_sum(sums, 2);
+  const double mb_loss = sums[0] / static_cast<double>(o_.mini_batch_size);
+  result_.final_minibatch_loss = mb_loss;
+  if (!std::isfinite(mb_loss))
+    fail("the training loss became " + std::to_string(mb_loss) + " at iteration " + std::to_string(it) +
+         "; lower initial-learn-rate or set gradient-threshold");
+  if (validate_now) run_validation();
+  const std::int64_t epoch_shown = state_.batch_in_epoch == 0 ? state_.epoch : state_.epoch + 1;
+  ProgressRow row{epoch_shown, it, seconds_since(t_start_), sums[1] / o_.mini_batch_size, mb_loss,
+                  validate_now ? last_val_acc_ : std::nullopt, validate_now ? last_val_loss_ : std::nullopt, lr};
+  nlohmann::json m = {{"type", "iteration"}, {"epoch", epoch_shown},  {"iteration", it},
+                      {"loss", mb_loss},     {"accuracy", row.minibatch_accuracy}, {"learn_rate", lr},
+                      {"time_s", row.elapsed_s}};
+  dir_->write_metric(m.dump());
+  dir_->log(progress_row(row));
+  if (state_.validations_without_improvement >= o_.validation_patience) {
+    result_.stop_reason = "validation patience";
+    return false;
+  }
+  return true;
+}
+
+// Batch-norm running statistics follow each rank's own samples; as in
+// PyTorch DDP, rank 0's win, so evaluations and checkpoints agree on every rank.
+void TrainingRun::sync_buffers() {
+  for (Tensor* t : net_->buffers()) comm_.broadcast(*t, 0);
+}
+
+void TrainingRun::run_validation() {
+  const auto t_eval = Clock::now();
+  sync_buffers();
+  EvalResult v = evaluate(*net_, *validation_, o_.mini_batch_size, comm_);
+  last_val_acc_ = v.accuracy, last_val_loss_ = v.loss;
+  nlohmann::json m = {{"type", "validation"}, {"epoch", state_.epoch}, {"iteration", state_.iteration},
+                      {"loss", v.loss},       {"accuracy", v.accuracy}, {"time_s", seconds_since(t_start_)}};
+  dir_->write_metric(m.dump());
+  if (v.loss < state_.best_validation_loss) {
+    state_.best_validation_loss = v.loss, state_.validations_without_improvement = 0;
+  } else {
+    ++state_.validations_without_improvement;
+  }
+  eval_time_ += seconds_since(t_eval);
+}
+
+void TrainingRun::checkpoint() {
+  sync_buffers();
+  write_checkpoint(checkpoint_dir_, *net_, *optimizer_, state_, identity_, comm_, o_.checkpoint_keep);
+  t_last_checkpoint_ = Clock::now();
+}
+
+TrainingResult TrainingRun::run() {
+  announce();
+  resume_if_asked();
+  dir_->log(progress_header());
+  result_.stop_reason = "max epochs";
+  const auto t_loop = Clock::now();
+  const std::int64_t first_samples = state_.samples_seen;
+  bool go_on = true;
+  while (go_on && state_.epoch < o_.max_epochs) {
+    auto batches = sampler_->epoch_batches(static_cast<int>(state_.epoch));
+    batches.erase(batches.begin(), batches.begin() + state_.batch_in_epoch);  // resumed mid-epoch
+    PrefetchLoader loader(train_, std::move(batches), dtype_);
+    while (go_on) {
+      auto batch = loader.next();
+      if (!batch) break;
+      go_on = train_one_batch(*batch);
+      if (go_on && state_.batch_in_epoch == 0) break;  // the epoch is complete
+    }
+  }
+  dir_->log(progress_rule());
+  result_.iterations = state_.iteration;
+  result_.epochs = static_cast<int>(state_.epoch + (state_.batch_in_epoch > 0));
+  result_.samples_per_second =
+      (state_.samples_seen - first_samples) / std::max(seconds_since(t_loop) - eval_time_, 1e-9);
+  if (result_.stop_reason == "preempted") {
+    dir_->say("stopped by a signal at iteration " + std::to_string(state_.iteration) + "; checkpoint written to " +
+              checkpoint_dir_ + "; continue with --resume auto");
+    result_.network = std::move(net_);
+    return std::move(result_);
+  }
+  return finish();
+}
+
+TrainingResult TrainingRun::finish() {
+  sync_buffers();
+  if (validation_) {
+    run_validation();
+    result_.validation_accuracy = last_val_acc_, result_.validation_loss = last_val_loss_;
+    char line[128];
+    std::snprintf(line, sizeof line, "validation accuracy: %.4f  loss: %.4f", *last_val_acc_, *last_val_loss_);
+    dir_->say(line);
+  }
+  if (test_) {
+    EvalResult t = evaluate(*net_, *test_, o_.mini_batch_size, comm_);
+    result_.test_accuracy = t.accuracy, result_.test_loss = t.loss;
+    char line[128];
+    std::snprintf(line, sizeof line, "test accuracy: %.4f  loss: %.4f", t.accuracy, t.loss);
+    dir_->say(line);
+  }
+  result_.wall_time_s = seconds_since(t_start_);
+  if (dir_->writer()) save_model(dir_->file("model.h5"), *net_);
+  nlohmann::json summary = {{"epochs", result_.epochs},
+                            {"iterations", result_.iterations},
+                            {"wall_time_s", result_.wall_time_s},
+                            {"samples_per_second", result_.samples_per_second},
+                            {"world_size", comm_.size()},
+                            {"device", result_.devices[0]},
+                            {"devices", result_.devices},
+                            {"execution_environment", job_.plan.ranks[0].environment},
+                            {"precision", o_.training_precision},
+                            {"final_minibatch_loss", result_.final_minibatch_loss},
+                            {"stop_reason", result_.stop_reason}};
+  auto put = [&](const char* key, const std::optional<double>& v) { summary[key] = v ? nlohmann::json(*v) : nullptr; };
+  put("validation_accuracy", result_.validation_accuracy);
+  put("validation_loss", result_.validation_loss);
+  put("test_accuracy", result_.test_accuracy);
+  put("test_loss", result_.test_loss);
+  dir_->write_text("summary.json", summary.dump(2) + "\n");
+  dir_->say("run directory: " + dir_->path());
+  result_.network = std::move(net_);
+  return std::move(result_);
+}
 
 }  // namespace
 
@@ -88,179 +329,12 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   const auto t_start = Clock::now();
   if (o.threads > 0) set_cpu_threads(o.threads);
   JobSetup job = setup_job(o.execution_environment, world);
-  const ExecutionPlan& plan = job.plan.ranks[world.rank()];
   // Idle ranks (parallel-auto with GPUs elsewhere) wait for the others.
-  std::unique_ptr<Communicator> computing = world.split(plan.computes);
-  if (!computing) {
-    world.barrier();
-    return {};
-  }
-  TrainingResult result = train_on(o, *computing, job, t_start);
+  std::unique_ptr<Communicator> computing = world.split(job.plan.ranks[world.rank()].computes);
+  TrainingResult result;
+  if (computing) result = TrainingRun(o, *computing, job, t_start).run();
   world.barrier();
   return result;
 }
-
-namespace {
-
-// The training run proper, on the communicator of the computing ranks.
-TrainingResult train_on(const TrainingOptions& o, Communicator& comm, const JobSetup& job,
-                        std::chrono::steady_clock::time_point t_start) {
-  const ExecutionPlan& plan = job.plan.ranks[0];  // for the environment, the same on every rank
-  DType dtype = precision_dtype(o.training_precision);
-
-  // Everything a user can get wrong is checked before the run directory exists.
-  DatasetInfo train = open_dataset(o.train_data);
-  std::optional<DatasetInfo> validation, test;
-  if (!o.validation_data.empty()) validation = open_dataset(o.validation_data);
-  if (!o.test_data.empty()) test = open_dataset(o.test_data);
-  auto net = std::make_unique<Network>(o.network, dtype, o.seed);
-  check_data_fits(*net, train, "training");
-  if (validation) check_data_fits(*net, *validation, "validation");
-  if (test) check_data_fits(*net, *test, "test");
-  DistributedSampler sampler(train.num_samples, o.mini_batch_size, comm.rank(), comm.size(), o.shuffle, o.seed);
-  const std::int64_t per_epoch = sampler.batches_per_epoch();
-  LearnRateSchedule schedule(o.schedule, per_epoch, o.max_epochs);
-  auto optimizer = make_optimizer(o.solver);
-  // Each rank's gradient is d(sum of its losses / global batch): the sum over
-  // ranks is exactly the mean gradient of the global batch.
-  GradientBuckets buckets(net->params(), comm, static_cast<std::size_t>(o.gradient_bucket_mib * (1 << 20)));
-  check_ranks_agree(o.config_text + "\nbuckets " + buckets.plan_signature(), comm);
-  broadcast_parameters(*net, comm);
-
-  RunDirectory run(o.output, comm.rank() == 0, o.verbose);
-  run.write_text("config.ini", o.config_text);
-  Checkpointer ckpt{o.checkpoint_path.empty() ? run.file("checkpoints") : o.checkpoint_path, o.checkpoint_frequency,
-                    o.checkpoint_frequency_unit == "iteration"};
-
-  TrainingResult result;
-  for (const auto& d : job.devices)
-    if (d != "idle") result.devices.push_back(d);
-  run.say("dlscale: " + std::to_string(job.ranks.size()) + " rank(s), " + std::to_string(comm.size()) +
-          " computing, execution-environment " + plan.environment);
-  run.say(job.table);
-  for (const auto& note : job.notes) run.say("note: " + note);
-  run.log("network:\n" + net->describe());
-  run.log(progress_header());
-
-  std::optional<double> last_val_acc, last_val_loss;
-  double best_val_loss = INFINITY;
-  int validations_without_improvement = 0;
-  double eval_time = 0;  // validation time, excluded from samples_per_second
-  std::int64_t iteration = 0, samples_seen = 0;
-  auto run_validation = [&](std::int64_t epoch) {
-    const auto t_eval = Clock::now();
-    EvalResult v = evaluate(*net, *validation, o.mini_batch_size, comm);
-    last_val_acc = v.accuracy, last_val_loss = v.loss;
-    nlohmann::json m = {{"type", "validation"}, {"epoch", epoch}, {"iteration", iteration},
-                        {"loss", v.loss},       {"accuracy", v.accuracy}, {"time_s", seconds_since(t_start)}};
-    run.write_metric(m.dump());
-    if (v.loss < best_val_loss) {
-      best_val_loss = v.loss, validations_without_improvement = 0;
-    } else {
-      ++validations_without_improvement;
-    }
-    eval_time += seconds_since(t_eval);
-  };
-  auto save_checkpoint = [&](std::int64_t epoch) {
-    if (!run.writer()) return;
-    char name[64];
-    std::snprintf(name, sizeof name, "/ckpt-%lld.h5", static_cast<long long>(iteration));
-    TrainingPosition pos{iteration, epoch};
-    save_model(ckpt.dir + name, *net, optimizer->state(), &pos);
-  };
-
-  const InjectedFailure failure = InjectedFailure::from_environment();
-  result.stop_reason = "max epochs";
-  bool stop = false;
-  const auto t_loop = Clock::now();
-  for (int epoch = 0; epoch < o.max_epochs && !stop; ++epoch) {
-    PrefetchLoader loader(train, sampler.epoch_batches(epoch), dtype);
-    Tensor dlogits;
-    while (auto batch = loader.next()) {
-      failure.maybe_fail(comm.rank(), iteration + 1);
-      Tensor logits = net->forward_logits(batch->x, true);
-      LossResult loss = softmax_cross_entropy(logits, batch->labels.data(),
-                                              static_cast<double>(o.mini_batch_size), dlogits);
-      net->backward(dlogits, [&](const std::vector<Param*>& ready) { buckets.mark_ready(ready); });
-      buckets.finish();
-      const double lr = schedule.rate(iteration);
-      optimizer->step(net->params(), lr);
-      ++iteration;
-      samples_seen += o.mini_batch_size;
-      const bool epoch_end = iteration % per_epoch == 0;
-      const bool log_now = iteration == 1 || iteration % o.verbose_frequency == 0 ||
-                           (epoch_end && epoch + 1 == o.max_epochs);
-      const bool validate_now = validation && (iteration % o.validation_frequency == 0 || iteration == 1);
-      if (log_now || validate_now) {
-        double sums[2] = {loss.loss_sum, static_cast<double>(loss.correct)};
-        comm.allreduce_sum(sums, 2);
-        const double mb_loss = sums[0] / static_cast<double>(o.mini_batch_size);
-        result.final_minibatch_loss = mb_loss;
-        if (!std::isfinite(mb_loss))
-          fail("the training loss became " + std::to_string(mb_loss) + " at iteration " + std::to_string(iteration) +
-               "; lower initial-learn-rate or set gradient-threshold");
-        if (validate_now) run_validation(epoch + 1);
-        ProgressRow row{epoch + 1, iteration, seconds_since(t_start), sums[1] / o.mini_batch_size, mb_loss,
-                        validate_now ? last_val_acc : std::nullopt, validate_now ? last_val_loss : std::nullopt, lr};
-        nlohmann::json m = {{"type", "iteration"},           {"epoch", epoch + 1},  {"iteration", iteration},
-                            {"loss", mb_loss},                {"accuracy", row.minibatch_accuracy},
-                            {"learn_rate", lr},               {"time_s", row.elapsed_s}};
-        run.write_metric(m.dump());
-        if (log_now || validate_now) run.log(progress_row(row));
-        if (validations_without_improvement >= o.validation_patience) {
-          stop = true;
-          result.stop_reason = "validation patience";
-          break;
-        }
-      }
-      if (ckpt.due(iteration, epoch_end)) save_checkpoint(epoch + (epoch_end ? 1 : 0));
-    }
-    result.epochs = epoch + 1;
-  }
-  run.log(progress_rule());
-  const double loop_time = seconds_since(t_loop) - eval_time;
-  result.iterations = iteration;
-  result.samples_per_second = samples_seen / std::max(loop_time, 1e-9);
-
-  if (validation) {
-    run_validation(result.epochs);
-    result.validation_accuracy = last_val_acc, result.validation_loss = last_val_loss;
-    char line[128];
-    std::snprintf(line, sizeof line, "validation accuracy: %.4f  loss: %.4f", *last_val_acc, *last_val_loss);
-    run.say(line);
-  }
-  if (test) {
-    EvalResult t = evaluate(*net, *test, o.mini_batch_size, comm);
-    result.test_accuracy = t.accuracy, result.test_loss = t.loss;
-    char line[128];
-    std::snprintf(line, sizeof line, "test accuracy: %.4f  loss: %.4f", t.accuracy, t.loss);
-    run.say(line);
-  }
-  result.wall_time_s = seconds_since(t_start);
-  if (run.writer()) save_model(run.file("model.h5"), *net);
-
-  nlohmann::json summary = {{"epochs", result.epochs},
-                            {"iterations", result.iterations},
-                            {"wall_time_s", result.wall_time_s},
-                            {"samples_per_second", result.samples_per_second},
-                            {"world_size", comm.size()},
-                            {"device", result.devices[0]},
-                            {"devices", result.devices},
-                            {"execution_environment", plan.environment},
-                            {"precision", o.training_precision},
-                            {"final_minibatch_loss", result.final_minibatch_loss},
-                            {"stop_reason", result.stop_reason}};
-  auto put = [&](const char* key, const std::optional<double>& v) { summary[key] = v ? nlohmann::json(*v) : nullptr; };
-  put("validation_accuracy", result.validation_accuracy);
-  put("validation_loss", result.validation_loss);
-  put("test_accuracy", result.test_accuracy);
-  put("test_loss", result.test_loss);
-  run.write_text("summary.json", summary.dump(2) + "\n");
-  run.say("run directory: " + run.path());
-  result.network = std::move(net);
-  return result;
-}
-
-}  // namespace
 
 }  // namespace dlscale

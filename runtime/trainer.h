@@ -22,7 +22,7 @@ struct TrainingResult {
   std::optional<double> validation_accuracy, validation_loss, test_accuracy, test_loss;
   double final_minibatch_loss = 0;
   std::vector<std::string> devices;  // one per rank
-  std::string stop_reason;           // "max epochs", "validation patience"
+  std::string stop_reason;           // "max epochs", "validation patience", "preempted"
 };
 
 TrainingResult trainnet(const TrainingOptions& options, Communicator& comm);

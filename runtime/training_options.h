@@ -33,6 +33,9 @@ struct TrainingOptions {
   std::string checkpoint_path;          // default: <output>/checkpoints
   std::int64_t checkpoint_frequency = 0;  // 0: no checkpoints
   std::string checkpoint_frequency_unit = "epoch";  // epoch | iteration
+  double checkpoint_minutes = 0;   // also checkpoint when this much time passed since the last (0: off)
+  int checkpoint_keep = 0;         // keep the newest K checkpoints (0: all)
+  std::string resume;              // "" | "auto" (newest valid checkpoint in the run directory) | a checkpoint file
 
   std::string execution_environment = "auto";
   std::string training_precision = "single";  // single | double | automatic-mixed

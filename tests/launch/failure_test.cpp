@@ -87,5 +87,42 @@ TEST_F(FailingRank, KilledRankEndsTheJob) {
   EXPECT_TRUE(job_processes().empty()) << "processes left behind";
 }
 
+// Slurm's --signal delivers SIGUSR1: every rank stops at the same step
+// boundary, rank 0 checkpoints, the job exits with code 3, and --resume auto
+// finishes the run.
+TEST_F(FailingRank, SignalStopsAtACheckpointAndResumeFinishes) {
+  std::ofstream(dir / "long.ini", std::ios::app) << "checkpoint-frequency = 1000\ncheckpoint-frequency-unit = iteration\n";
+  pid_t mpirun = fork();
+  ASSERT_GE(mpirun, 0);
+  if (mpirun == 0) {
+    std::string command = job() + " >" + (dir / "out.txt").string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto metrics = dir / "run" / "metrics.jsonl";
+  for (int i = 0; i < 600 && !(fs::exists(metrics) && fs::file_size(metrics) > 2000); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(mpirun, SIGUSR1);  // mpirun forwards SIGUSR1 to every rank
+  int status = 0;
+  const auto t0 = Clock::now();
+  pid_t done = 0;
+  while ((done = waitpid(mpirun, &status, WNOHANG)) == 0 && Clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (done == 0) kill(mpirun, SIGKILL), waitpid(mpirun, &status, 0);
+  ASSERT_EQ(done, mpirun) << read_file(dir / "out.txt");
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3) << read_file(dir / "out.txt");
+  EXPECT_NE(read_file(dir / "out.txt").find("stopped by a signal at iteration"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
+  bool has_checkpoint = false;
+  for (auto& e : fs::directory_iterator(dir / "run" / "checkpoints")) has_checkpoint |= e.path().extension() == ".h5";
+  EXPECT_TRUE(has_checkpoint);
+
+  RunResult resumed = run_command(job() + " --resume auto --max-epochs 1", dir);
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find("resumed from"), std::string::npos) << resumed.out;
+  EXPECT_TRUE(fs::exists(dir / "run" / "model.h5"));
+}
+
 }  // namespace
 }  // namespace dlscale::testing
