@@ -64,6 +64,7 @@ const OptionRow kOptions[] = {
     {"deterministic", "false", "bitwise-reproducible results for a fixed seed and rank count"},
     {"threads", "0", "CPU threads per rank (0: the CPUs this rank may use)"},
     {"gradient-bucket-size", "25", "MiB per gradient all-reduce bucket (the first is at most 1 MiB)"},
+    {"collective-timeout", "600", "seconds a rank waits in a collective before it ends the job (0: no limit)"},
 };
 
 po::options_description option_table() {
@@ -190,6 +191,7 @@ void fill_options(const Reader& r, TrainingOptions& o) {
   o.deterministic = r.flag("deterministic");
   o.threads = static_cast<int>(r.integer("threads", 0));
   o.gradient_bucket_mib = r.number("gradient-bucket-size");
+  o.collective_timeout_s = r.number("collective-timeout");
   if (!(o.gradient_bucket_mib > 0)) throw UsageError("option gradient-bucket-size must be a positive number of MiB");
 }
 

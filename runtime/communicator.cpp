@@ -37,29 +37,34 @@ Communicator::~Communicator() {
 
 void Communicator::allreduce_sum(double* values, int count) {
   if (size_ == 1) return;
+  WatchedWait wait(watchdog_, "an all-reduce of metrics");
   DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm_));
 }
 
 void Communicator::allreduce_sum(Tensor& t) {
   if (size_ == 1) return;
+  WatchedWait wait(watchdog_, "a tensor all-reduce");
   DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t.raw(), static_cast<int>(t.numel()), mpi_type(t.dtype()), MPI_SUM,
                                   comm_));
 }
 
 double Communicator::allreduce_max(double value) {
   if (size_ == 1) return value;
+  WatchedWait wait(watchdog_, "the step-boundary agreement (stop and checkpoint decisions)");
   DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, comm_));
   return value;
 }
 
 void Communicator::broadcast(Tensor& t, int root) {
   if (size_ == 1) return;
+  WatchedWait wait(watchdog_, "a broadcast from rank 0");
   DLSCALE_CHECK_MPI(MPI_Bcast(t.raw(), static_cast<int>(t.numel()), mpi_type(t.dtype()), root, comm_));
 }
 
 void Communicator::broadcast(std::string& text, int root) {
   if (size_ == 1) return;
   long long n = static_cast<long long>(text.size());
+  WatchedWait wait(watchdog_, "a broadcast from rank 0");
   DLSCALE_CHECK_MPI(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm_));
   text.resize(static_cast<std::size_t>(n));
   DLSCALE_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, root, comm_));
@@ -69,6 +74,7 @@ std::vector<std::string> Communicator::allgather(const std::string& text) {
   if (size_ == 1) return {text};
   int n = static_cast<int>(text.size());
   std::vector<int> sizes(size_), offsets(size_);
+  WatchedWait wait(watchdog_, "an allgather");
   DLSCALE_CHECK_MPI(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_));
   int total = 0;
   for (int r = 0; r < size_; ++r) offsets[r] = total, total += sizes[r];
@@ -79,6 +85,9 @@ std::vector<std::string> Communicator::allgather(const std::string& text) {
   return out;
 }
 
-void Communicator::barrier() { DLSCALE_CHECK_MPI(MPI_Barrier(comm_)); }
+void Communicator::barrier() {
+  WatchedWait wait(watchdog_, "a barrier");
+  DLSCALE_CHECK_MPI(MPI_Barrier(comm_));
+}
 
 }  // namespace dlscale

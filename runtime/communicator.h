@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/tensor.h"
+#include "runtime/watchdog.h"
 
 namespace dlscale {
 
@@ -40,7 +41,12 @@ class Communicator {
   std::vector<std::string> allgather(const std::string& text);
   void barrier();
 
+  // Every collective below runs under this watchdog's bounded wait (none: unbounded).
+  void set_watchdog(CollectiveWatchdog* dog) { watchdog_ = dog; }
+  CollectiveWatchdog* watchdog() const { return watchdog_; }
+
  private:
+  CollectiveWatchdog* watchdog_ = nullptr;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
 };

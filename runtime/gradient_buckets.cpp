@@ -115,6 +115,7 @@ void GradientBuckets::finish() {
     b.pending = 0;  // whatever backward did not report is final now
   }
   start_ready_buckets();
+  WatchedWait wait(comm_.watchdog(), "the gradient all-reduce");
   for (auto& b : buckets_)
     if (b.request != MPI_REQUEST_NULL) DLSCALE_CHECK_MPI(MPI_Wait(&b.request, MPI_STATUS_IGNORE));
   for (; next_to_start_ < buckets_.size(); ++next_to_start_) {

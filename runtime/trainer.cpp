@@ -3,6 +3,8 @@
 // directory.
 #include "runtime/trainer.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -51,12 +53,14 @@ void check_ranks_agree(const std::string& config, Communicator& comm) {
 // DLSCALE_FAIL_AT=RANK:ITERATION makes that rank throw at that iteration, and
 // DLSCALE_STOP_AT=ITERATION acts as if a preemption signal arrived then, so
 // tests can check failure and resume paths (LBANN has the same kind of hook).
+// DLSCALE_HANG_AT=RANK:ITERATION makes that rank stop answering.
 struct TestHooks {
-  int fail_rank = -1;
-  std::int64_t fail_iteration = -1, stop_iteration = -1;
+  int fail_rank = -1, hang_rank = -1;
+  std::int64_t fail_iteration = -1, stop_iteration = -1, hang_iteration = -1;
   static TestHooks from_environment() {
     TestHooks h;
     if (const char* v = std::getenv("DLSCALE_FAIL_AT")) std::sscanf(v, "%d:%ld", &h.fail_rank, &h.fail_iteration);
+    if (const char* v = std::getenv("DLSCALE_HANG_AT")) std::sscanf(v, "%d:%ld", &h.hang_rank, &h.hang_iteration);
     if (const char* v = std::getenv("DLSCALE_STOP_AT")) std::sscanf(v, "%ld", &h.stop_iteration);
     return h;
   }
@@ -66,6 +70,7 @@ struct TestHooks {
 class TrainingRun {
  public:
   TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, Clock::time_point t_start);
+  ~TrainingRun() { comm_.set_watchdog(nullptr); }
   TrainingResult run();
 
  private:
@@ -96,6 +101,7 @@ class TrainingRun {
   std::string checkpoint_dir_;
   TrainingState state_;
   TestHooks hooks_ = TestHooks::from_environment();
+  CollectiveWatchdog watchdog_;
   TrainingResult result_;
   std::optional<double> last_val_acc_, last_val_loss_;
   double eval_time_ = 0;  // validation time, excluded from samples_per_second
@@ -104,7 +110,8 @@ class TrainingRun {
 
 TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, Clock::time_point t_start)
     : o_(o), comm_(comm), job_(job), t_start_(t_start), t_last_checkpoint_(t_start),
-      dtype_(precision_dtype(o.training_precision)) {
+      dtype_(precision_dtype(o.training_precision)), watchdog_(o.collective_timeout_s, comm.rank()) {
+  comm_.set_watchdog(&watchdog_);
   // Everything a user can get wrong is checked before the run directory exists.
   train_ = open_dataset(o.train_data);
   if (!o.validation_data.empty()) validation_ = open_dataset(o.validation_data);
@@ -167,6 +174,9 @@ bool TrainingRun::stop_requested() {
 bool TrainingRun::train_one_batch(const Batch& batch) {
   if (comm_.rank() == hooks_.fail_rank && state_.iteration + 1 == hooks_.fail_iteration)
     fail("injected failure at iteration " + std::to_string(hooks_.fail_iteration) + " (DLSCALE_FAIL_AT)");
+  if (comm_.rank() == hooks_.hang_rank && state_.iteration + 1 == hooks_.hang_iteration)
+    for (;;) pause();
+  watchdog_.set_context("iteration " + std::to_string(state_.iteration + 1));
   Tensor logits = net_->forward_logits(batch.x, true);
   LossResult loss = softmax_cross_entropy(logits, batch.labels.data(), static_cast<double>(o_.mini_batch_size), dlogits_);
   net_->backward(dlogits_, [&](const std::vector<Param*>& ready) { buckets_->mark_ready(ready); });

@@ -42,6 +42,7 @@ struct TrainingOptions {
   std::uint64_t seed = 0;
   bool deterministic = false;
   int threads = 0;  // CPU threads per rank; 0: the CPUs this rank may use
+  double collective_timeout_s = 600;  // a collective waiting longer ends the job (0: wait for ever)
   double gradient_bucket_mib = 25;  // gradient all-reduce bucket size (the first bucket is at most 1 MiB)
 
   // The resolved options as INI text, rerunnable with `dlscale train` as is.

@@ -87,6 +87,22 @@ TEST_F(FailingRank, KilledRankEndsTheJob) {
   EXPECT_TRUE(job_processes().empty()) << "processes left behind";
 }
 
+// A rank that stops answering (here: sleeps for ever at iteration 30) ends
+// the job through the others' collective timeout, with a message naming the
+// waiting rank, the collective and the iteration.
+TEST_F(FailingRank, HungRankEndsTheJobAfterTheCollectiveTimeout) {
+  const auto t0 = Clock::now();
+  RunResult r = run_command("DLSCALE_HANG_AT=1:30 timeout 120 " + job() + " --collective-timeout 5", dir);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";
+  EXPECT_LT(seconds, 60);
+  EXPECT_NE(r.err.find("error: no answer from the other ranks for "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" s in the gradient all-reduce at iteration 30"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(collective-timeout = 5 s)"), std::string::npos) << r.err;
+  EXPECT_TRUE(job_processes().empty()) << "processes left behind";
+}
+
 // Slurm's --signal delivers SIGUSR1: every rank stops at the same step
 // boundary, rank 0 checkpoints, the job exits with code 3, and --resume auto
 // finishes the run.

@@ -1,0 +1,61 @@
+// A bounded wait for collectives: a rank that stops answering (hung, stopped,
+// stuck in I/O) would leave every other rank blocked in MPI for ever. Each
+// Communicator operation marks what it waits for; a watchdog thread that sees
+// one mark older than the timeout prints the rank and the operation and
+// aborts the process, which makes mpirun or srun end the whole job.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace dlscale {
+
+class CollectiveWatchdog {
+ public:
+  // timeout_s <= 0 disables it. rank names this process in the message.
+  CollectiveWatchdog(double timeout_s, int rank);
+  ~CollectiveWatchdog();
+  CollectiveWatchdog(const CollectiveWatchdog&) = delete;
+  CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
+
+  // Marks the start and end of a wait; `what` must outlive the wait
+  // (a string literal, or a string kept by the caller).
+  void enter(const char* what);
+  void leave();
+  // Extra words for the message, e.g. "iteration 31".
+  void set_context(const std::string& context);
+
+ private:
+  void watch();
+
+  double timeout_s_;
+  int rank_;
+  std::atomic<const char*> what_{nullptr};
+  std::atomic<double> since_{0};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string context_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// Scoped mark: CollectiveWatchdog::enter in the constructor, leave in the destructor.
+class WatchedWait {
+ public:
+  WatchedWait(CollectiveWatchdog* dog, const char* what) : dog_(dog) {
+    if (dog_) dog_->enter(what);
+  }
+  ~WatchedWait() {
+    if (dog_) dog_->leave();
+  }
+  WatchedWait(const WatchedWait&) = delete;
+  WatchedWait& operator=(const WatchedWait&) = delete;
+
+ private:
+  CollectiveWatchdog* dog_;
+};
+
+}  // namespace dlscale
