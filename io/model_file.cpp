@@ -1,6 +1,7 @@
 // Saving and loading networks as HDF5 files.
 #include "io/model_file.h"
 
+#include <cstdio>
 #include <sstream>
 
 #include "io/hdf5.h"
@@ -28,7 +29,7 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 void save_model(const std::string& path, Network& net, const FileExtras& extras) {
   const std::string tmp = path + ".tmp";
-  {
+  try {
     auto lock = hdf5_lock();
     H5Id file = create_h5(tmp);
     hid_t root = file.get();
@@ -41,8 +42,15 @@ void save_model(const std::string& path, Network& net, const FileExtras& extras)
     for (auto& [name, value] : extras.attributes) write_string_attribute(root, name, value);
     for (auto& [name, tensor] : net.named_tensors()) write_tensor(root, "params/" + name, *tensor);
     for (auto& [name, tensor] : extras.tensors) write_tensor(root, "optimizer/" + name, *tensor);
+    // A full disk often shows only when HDF5 flushes its buffers: check it
+    // here, not in a destructor that cannot report it.
+    if (H5Fflush(root, H5F_SCOPE_GLOBAL) < 0) fail("cannot write " + tmp + " (disk full?)");
+    file = H5Id();
+    commit_file(tmp, path);
+  } catch (const Error&) {
+    std::remove(tmp.c_str());  // the previous file at `path` stays as it was
+    throw;
   }
-  commit_file(tmp, path);
 }
 
 namespace {

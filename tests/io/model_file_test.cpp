@@ -1,0 +1,82 @@
+// model.h5 and checkpoint files: round trip, and a write that fails because
+// the disk is full (RLIMIT_FSIZE in a child process) leaves the previous file
+// intact and no temporary file behind.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "io/model_file.h"
+
+namespace dlscale {
+namespace {
+
+namespace fs = std::filesystem;
+
+NetworkSpec spec() {
+  NetworkSpec s;
+  s.input_shape = {1, 6, 6};
+  s.layer_lines = {"conv2d filters=4 kernel=3", "batchnorm", "relu", "dense units=300", "dense units=3", "softmax"};
+  return s;
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path dir = fs::current_path() / "scratch" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(ModelFile, RoundTripsEveryTensor) {
+  auto dir = scratch("model_round_trip");
+  Network net(spec(), DType::f64, 7);
+  save_model((dir / "model.h5").string(), net);
+  auto loaded = load_model((dir / "model.h5").string());
+  EXPECT_EQ(loaded->dtype(), DType::f64);
+  EXPECT_EQ(loaded->spec().layer_lines, spec().layer_lines);
+  auto a = net.named_tensors(), b = loaded->named_tensors();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::int64_t j = 0; j < a[i].second->numel(); ++j) ASSERT_EQ(a[i].second->at(j), b[i].second->at(j));
+  EXPECT_FALSE(fs::exists(dir / "model.h5.tmp"));
+}
+
+TEST(ModelFile, DiskFullKeepsThePreviousFile) {
+  auto dir = scratch("model_disk_full");
+  const auto path = (dir / "ckpt-10.h5").string();
+  Network first(spec(), DType::f32, 1);
+  save_model(path, first);
+  const auto size = fs::file_size(path);
+
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead
+    rlimit limit{size / 2, size / 2};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    Network second(spec(), DType::f32, 2);
+    int code = 0;
+    try {
+      save_model(path, second);
+      code = 10;  // the write should not have succeeded
+    } catch (const Error& e) {
+      code = std::string(e.what()).find("ckpt-10.h5.tmp") != std::string::npos ? 0 : 11;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: the write succeeded; 11: the error did not name the file";
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  auto kept = load_model(path);  // still the first network, complete
+  auto a = first.named_tensors(), b = kept->named_tensors();
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::int64_t j = 0; j < a[i].second->numel(); ++j) ASSERT_EQ(a[i].second->at(j), b[i].second->at(j));
+}
+
+}  // namespace
+}  // namespace dlscale
