@@ -22,6 +22,12 @@ int train_command(const Args& args, Communicator& comm);
 int shard_command(const Args& args, Communicator& comm);
 int predict_command(const Args& args, Communicator& comm);
 int info_command(const Args& args, Communicator& comm);
+// Cluster profiles and batch jobs (docs/slurm.md).
+int profiles_command(const Args& args, Communicator& comm);
+int submit_command(const Args& args, Communicator& comm);
+int jobs_command(const Args& args, Communicator& comm);
+int fetch_command(const Args& args, Communicator& comm);
+int cancel_command(const Args& args, Communicator& comm);
 // Runs before MPI is initialized: it becomes mpirun, whose children must not
 // inherit a singleton's MPI state.
 int launch_command(const Args& args);

@@ -24,7 +24,12 @@ const char* kUsage =
     "  shard --images F --labels F --output DIR --shards N   convert idx, CSV or .npy data to HDF5 shards\n"
     "  predict --model RUN/model.h5 --data DIR [--output F]  classify a dataset with a trained model\n"
     "  launch -n N -- train CONFIG ...      start N local ranks through mpirun\n"
-    "  info                                 build, devices and the rank layout of this job\n";
+    "  info                                 build, devices and the rank layout of this job\n"
+    "  profiles                             the cluster profiles, and which is the default\n"
+    "  submit CONFIG [--profile P] [-- train options]   run a training as a batch job\n"
+    "  jobs [JOB ...]                       submitted jobs: state and progress\n"
+    "  fetch JOB [--to DIR]                 a finished job's summary and outputs\n"
+    "  cancel JOB                           cancel a queued or running job\n";
 
 int world_rank() {
   int rank = 0;
@@ -47,7 +52,12 @@ int run(int argc, char** argv) {
   const std::map<std::string, Command> commands = {{"train", dlscale::train_command},
                                                    {"shard", dlscale::shard_command},
                                                    {"predict", dlscale::predict_command},
-                                                   {"info", dlscale::info_command}};
+                                                   {"info", dlscale::info_command},
+                                                   {"profiles", dlscale::profiles_command},
+                                                   {"submit", dlscale::submit_command},
+                                                   {"jobs", dlscale::jobs_command},
+                                                   {"fetch", dlscale::fetch_command},
+                                                   {"cancel", dlscale::cancel_command}};
   auto it = commands.find(argv[1]);
   if (it == commands.end())
     throw dlscale::UsageError(std::string("unknown command '") + argv[1] + "'\n" + kUsage);

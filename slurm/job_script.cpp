@@ -1,0 +1,157 @@
+// Writes a job's script (see job_script.h). The script is also the record of
+// what ran, so it is meant to be read: one directive or command per line.
+#include "slurm/job_script.h"
+
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "slurm/quoting.h"
+
+namespace dlscale {
+
+namespace {
+
+// "--constraint=a100", "--mail-type END" or "--exclusive" as an #SBATCH line
+// whose value is quoted for sbatch's directive parser.
+std::string sbatch_option_line(const std::string& option) {
+  require_printable(option, "sbatch option '" + option + "'");
+  static const std::regex form(R"((-{1,2}[A-Za-z][A-Za-z0-9-]*)(?:[= ]\s*(.*))?)");
+  std::smatch m;
+  if (!std::regex_match(option, m, form))
+    throw UsageError("sbatch option '" + option + "': expected --name=value, --name value or --name");
+  std::string line = "#SBATCH " + m[1].str();
+  if (m[2].matched) {
+    line += m[1].length() == 2 ? ' ' : '=';  // -N 2, --nodes=2
+    line += sbatch_quote(m[2].str());
+  }
+  return line + "\n";
+}
+
+void check_values(const ScriptSpec& s) {
+  const Profile& p = s.profile;
+  require_printable(s.job_name, "the job name");
+  require_printable(s.job_dir, "the job folder");
+  require_printable(s.submit_dir, "the working folder");
+  require_printable(s.dlscale, "the dlscale path");
+  for (const auto* v : {&p.partition, &p.account, &p.qos, &p.time, &p.gpu_bind, &p.mpi, &p.name})
+    require_printable(*v, "profile " + p.name + " value '" + *v + "'");
+  for (const auto& m : p.modules) require_printable(m, "module " + m);
+  for (const auto& a : s.train_args) require_printable(a, "train option '" + a + "'");
+  for (const auto& d : s.staged) require_printable(d.source, d.option + " " + d.source);
+  if (!p.is_slurm() && !s.staged.empty())
+    throw UsageError("data staging needs a slurm profile (" + p.name + " runs on this machine, where data is local already)");
+  if (!p.is_slurm() && p.nodes != 1)
+    throw UsageError("profile " + p.name + " runs on this machine: it has one node, not " + std::to_string(p.nodes));
+}
+
+void sbatch_directives(std::ostream& out, const ScriptSpec& s) {
+  const Profile& p = s.profile;
+  out << "#SBATCH --job-name=" << sbatch_quote(s.job_name) << "\n";
+  if (s.array_size > 0) {
+    out << "#SBATCH --array=0-" << s.array_size - 1;
+    if (s.array_parallel > 0) out << "%" << s.array_parallel;
+    out << "\n#SBATCH --output=" << sbatch_quote(slurm_filename(s.job_dir) + "/trials/%a/log.txt") << "\n";
+  } else {
+    out << "#SBATCH --output=" << sbatch_quote(slurm_filename(s.job_dir) + "/log.txt") << "\n";
+  }
+  out << "#SBATCH --nodes=" << p.nodes << "\n#SBATCH --ntasks-per-node=" << p.tasks_per_node << "\n";
+  if (p.cpus_per_task) out << "#SBATCH --cpus-per-task=" << p.cpus_per_task << "\n";
+  if (p.gpus_per_task) out << "#SBATCH --gpus-per-task=" << p.gpus_per_task << "\n";
+  if (p.gpus_per_node) out << "#SBATCH --gpus-per-node=" << p.gpus_per_node << "\n";
+  const std::pair<const char*, const std::string*> named[] = {
+      {"partition", &p.partition}, {"account", &p.account}, {"qos", &p.qos}, {"time", &p.time}};
+  for (const auto& [option, value] : named)
+    if (!value->empty()) out << "#SBATCH --" << option << "=" << sbatch_quote(*value) << "\n";
+  for (const auto& o : p.sbatch_options) out << sbatch_option_line(o);
+}
+
+// The folder of this task and the records dlscale jobs reads.
+void prologue(std::ostream& out, const ScriptSpec& s) {
+  out << "set -euo pipefail\n\n";
+  out << "job_dir=" << shell_quote(s.job_dir) << "\n";
+  if (s.array_size == 0)
+    out << "task_dir=$job_dir\n";
+  else if (s.profile.is_slurm())
+    out << "task_dir=$job_dir/trials/$SLURM_ARRAY_TASK_ID\n";
+  else
+    out << "task_dir=$job_dir/trials/${1:?usage: job.sh TASK-INDEX}\n";
+  if (!s.profile.is_slurm()) out << "exec >>\"$task_dir/log.txt\" 2>&1\n";
+  out << "# dlscale jobs reads how the job ended from exit-status (sacct needs accounting storage).\n"
+         "trap 'status=$?; echo \"$status\" >\"$task_dir/exit-status.tmp\"; "
+         "mv -f \"$task_dir/exit-status.tmp\" \"$task_dir/exit-status\"' EXIT\n"
+         "# A cancel or the time limit sends TERM: leave through the EXIT trap.\n"
+         "trap 'exit 143' TERM\n"
+         "date -u +%Y-%m-%dT%H:%M:%SZ >\"$task_dir/started\"\n\n";
+  out << "cd " << shell_quote(s.submit_dir) << "\n";
+  if (!s.profile.modules.empty()) {
+    out << "module load";
+    for (const auto& m : s.profile.modules) out << " " << shell_quote(m);
+    out << "\n";
+  }
+}
+
+// Copies each dataset folder once per node; returns the train options that
+// point at the copies.
+std::vector<std::string> staging(std::ostream& out, const ScriptSpec& s) {
+  std::vector<std::string> options;
+  if (s.staged.empty()) return options;
+  const std::string root = s.profile.stage_dir.empty() ? "${SLURM_TMPDIR:-/tmp}"
+                                                        : shell_path_expression(s.profile.stage_dir, "stage-dir");
+  out << "\n# Datasets go to node-local storage first, one copy per node, before any rank starts.\n"
+      << "stage=" << root << "/dlscale-$SLURM_JOB_ID\n"
+      << "per_node=(srun --nodes=\"$SLURM_JOB_NUM_NODES\" --ntasks=\"$SLURM_JOB_NUM_NODES\" --ntasks-per-node=1)\n"
+      << "\"${per_node[@]}\" mkdir -p \"$stage\"\n";
+  std::map<std::string, std::string> copies;  // source folder -> its copy, so a folder used twice is copied once
+  for (const auto& d : s.staged) {
+    auto [it, fresh] = copies.emplace(d.source, "\"$stage/" + d.option + "\"");
+    if (fresh) out << "\"${per_node[@]}\" cp -r " << shell_quote(d.source) << " " << it->second << "\n";
+    options.push_back("--" + d.option + " " + it->second);
+  }
+  return options;
+}
+
+void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::string>& staged_options) {
+  const Profile& p = s.profile;
+  out << "\n";
+  if (!p.is_slurm()) {
+    out << shell_quote(s.dlscale);
+    if (p.tasks_per_node > 1) out << " launch -n " << p.tasks_per_node << " --";
+  } else {
+    out << "srun --mpi=" << shell_quote(p.mpi);
+    if (p.cpus_per_task) out << " --cpus-per-task=" << p.cpus_per_task;
+    if (p.gpus_per_task) {
+      out << " --gpus-per-task=" << p.gpus_per_task << " --gpu-bind="
+          << (p.gpu_bind.empty() ? "per_task:" + std::to_string(p.gpus_per_task) : shell_quote(p.gpu_bind));
+    } else if (p.gpus_per_node) {
+      out << " --gpu-bind=" << (p.gpu_bind.empty() ? "none" : shell_quote(p.gpu_bind));
+    }
+    out << " " << shell_quote(s.dlscale);
+  }
+  out << " train \"$task_dir/config.ini\" --output \"$task_dir/run\"";
+  for (const auto& o : staged_options) out << " " << o;
+  for (const auto& a : s.train_args) out << " " << shell_quote(a);
+  out << (staged_options.empty() ? "\n" : " || status=$?\n");
+}
+
+}  // namespace
+
+std::string job_script(const ScriptSpec& s) {
+  check_values(s);
+  std::ostringstream out;
+  out << "#!/bin/bash\n"
+      << "# dlscale job " << shell_quote(s.job_name) << ", profile " << shell_quote(s.profile.name)
+      << ", written by dlscale submit.\n"
+      << "# Every value from the user is quoted: a name or a path cannot run anything.\n";
+  if (s.profile.is_slurm()) sbatch_directives(out, s);
+  prologue(out, s);
+  auto staged_options = staging(out, s);
+  if (!staged_options.empty()) out << "status=0\n";
+  train_line(out, s, staged_options);
+  if (!staged_options.empty())
+    out << "\"${per_node[@]}\" rm -rf \"$stage\" || true\n"
+        << "exit \"$status\"\n";
+  return out.str();
+}
+
+}  // namespace dlscale

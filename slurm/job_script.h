@@ -1,0 +1,41 @@
+// The script a job runs: an sbatch script for a slurm profile, a plain bash
+// script run in the background for the local profile. Both write the same
+// job folder layout:
+//   JOB/job.sh        this script            JOB/log.txt      its stdout and stderr
+//   JOB/config.ini    the config it trains   JOB/run/         the run directory
+//   JOB/started       when it began          JOB/exit-status  its exit code, at the end
+// A job array (a sweep) has one TASK folder per config, JOB/trials/<i>/, each
+// holding config.ini, run/, log.txt, started and exit-status.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launch/commands.h"
+#include "launch/profiles.h"
+
+namespace dlscale {
+
+// A dataset folder the job reads, by its train option (train-data, ...).
+struct DataFolder {
+  std::string option;
+  std::string source;  // absolute path
+};
+
+struct ScriptSpec {
+  Profile profile;       // after the command line's overrides
+  std::string job_name;  // as the user gave it (any text)
+  std::string job_dir;   // absolute
+  std::string submit_dir;  // the job runs from here, so relative paths in the config mean what they meant
+  std::string dlscale;   // the dlscale executable
+  int array_size = 0;    // 0: one training; N: a job array of N tasks, one per trials/<i>/config.ini
+  int array_parallel = 0;  // at most this many array tasks at once (0: no limit)
+  std::vector<DataFolder> staged;  // copied to node-local storage first (slurm only)
+  Args train_args;       // extra `dlscale train` options
+};
+
+// The script text. Throws UsageError for values that cannot go into a script
+// (control characters, a malformed extra sbatch option).
+std::string job_script(const ScriptSpec& spec);
+
+}  // namespace dlscale

@@ -1,0 +1,178 @@
+// dlscale submit's library side: the job folder, its script, and handing it
+// to sbatch or starting it in the background (see jobs.h).
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "slurm/jobs.h"
+#include "slurm/process.h"
+#include "slurm/quoting.h"
+#include "slurm/slurm_client.h"
+
+namespace dlscale {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kDataOptions[] = {"train-data", "validation-data", "test-data"};
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+// The value of --NAME X or --NAME=X in args, or empty.
+std::string option_value(const Args& args, const std::string& name) {
+  std::string value;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--" + name && i + 1 < args.size()) value = args[i + 1];
+    if (args[i].rfind("--" + name + "=", 0) == 0) value = args[i].substr(name.size() + 3);
+  }
+  return value;
+}
+
+void check_train_args(const Args& args) {
+  for (const auto& a : args)
+    for (const char* reserved : {"--output", "--config"})
+      if (a == reserved || a.rfind(std::string(reserved) + "=", 0) == 0)
+        throw UsageError(std::string("submit: ") + reserved +
+                         " is set by the job (the run directory is JOB/run); leave it out of the train options");
+}
+
+void write_file(const fs::path& p, const std::string& text, bool executable = false) {
+  std::ofstream out(p);
+  out << text;
+  if (!out.flush()) fail("cannot write " + p.string());
+  out.close();
+  if (executable) chmod(p.c_str(), 0755);
+}
+
+void copy_config(const std::string& config, const fs::path& to) {
+  fs::create_directories(to.parent_path());
+  std::error_code ec;
+  fs::copy_file(config, to, fs::copy_options::overwrite_existing, ec);
+  if (ec) fail("cannot copy the config " + config + " to " + to.string() + ": " + ec.message());
+}
+
+std::vector<DataFolder> staged_folders(const JobRequest& r, const std::string& cwd) {
+  if (!r.profile.stage_data) return {};
+  auto first = data_folders(r.configs[0], r.train_args, cwd);
+  for (std::size_t i = 1; i < r.configs.size(); ++i) {
+    auto other = data_folders(r.configs[i], r.train_args, cwd);
+    bool same = other.size() == first.size();
+    for (std::size_t k = 0; same && k < first.size(); ++k)
+      same = other[k].option == first[k].option && other[k].source == first[k].source;
+    if (!same)
+      throw UsageError("stage-data: every config of a job array must read the same datasets (" + r.configs[i] +
+                       " differs from " + r.configs[0] + ")");
+  }
+  for (const auto& d : first)
+    if (!fs::is_directory(d.source)) throw UsageError("stage-data: " + d.option + " folder " + d.source + " does not exist");
+  return first;
+}
+
+}  // namespace
+
+std::vector<DataFolder> data_folders(const std::string& config, const Args& train_args, const std::string& base) {
+  std::map<std::string, std::string> found;
+  std::ifstream in(config);
+  for (std::string line; std::getline(in, line);) {
+    line = trim(line.substr(0, line.find('#')));  // comments as the train config reader takes them
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    for (const char* option : kDataOptions)
+      if (key == option && !value.empty()) found[key] = value;
+  }
+  for (const char* option : kDataOptions)
+    if (auto v = option_value(train_args, option); !v.empty()) found[option] = v;
+  std::vector<DataFolder> folders;
+  for (const char* option : kDataOptions) {
+    auto it = found.find(option);
+    if (it == found.end()) continue;
+    fs::path p = it->second;
+    if (p.is_relative()) p = fs::path(base) / p;
+    folders.push_back({option, p.lexically_normal().string()});
+  }
+  return folders;
+}
+
+Args without_data_options(const Args& args) {
+  Args out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    bool data = false;
+    for (const char* option : kDataOptions) {
+      if (args[i] == std::string("--") + option) {
+        data = true;
+        ++i;  // and its value
+      } else if (args[i].rfind(std::string("--") + option + "=", 0) == 0) {
+        data = true;
+      }
+    }
+    if (!data) out.push_back(args[i]);
+  }
+  return out;
+}
+
+JobRecord submit_job(const JobRequest& r) {
+  if (r.configs.empty()) throw UsageError("submit: no config file");
+  for (const auto& c : r.configs)
+    if (!fs::is_regular_file(c)) throw UsageError("submit: cannot open config file " + c);
+  check_train_args(r.train_args);
+  const bool array = r.as_array || r.configs.size() > 1;
+  if (array && !r.profile.is_slurm() && !r.dry_run)
+    throw UsageError("submit: a local job array is started task by task (bash JOB/job.sh INDEX), not by submit_job");
+  const std::string cwd = fs::current_path().string();
+  ScriptSpec spec;
+  spec.profile = r.profile;
+  spec.job_name = r.name;
+  spec.submit_dir = cwd;
+  spec.dlscale = r.dlscale.empty() ? self_executable() : r.dlscale;
+  spec.array_size = array ? static_cast<int>(r.configs.size()) : 0;
+  spec.array_parallel = r.array_parallel;
+  spec.staged = staged_folders(r, cwd);
+  spec.train_args = spec.staged.empty() ? r.train_args : without_data_options(r.train_args);
+  spec.job_dir = "/";  // checked before any folder exists, then for real below
+  job_script(spec);
+
+  fs::path root = fs::absolute(expand_home(r.profile.job_root));
+  JobRecord job;
+  job.dir = create_job_folder(root.string(), r.name);
+  job.folder = fs::path(job.dir).filename().string();
+  job.name = r.name;
+  job.profile = r.profile.name;
+  job.type = r.profile.type;
+  job.submitted = utc_now();
+  job.config = fs::absolute(r.configs[0]).lexically_normal().string();
+  job.tasks = r.profile.nodes * r.profile.tasks_per_node;
+  job.nodes = r.profile.nodes;
+  job.array_size = spec.array_size;
+  job.stage_data = !spec.staged.empty();
+  spec.job_dir = job.dir;
+  for (int i = 0; i < static_cast<int>(r.configs.size()); ++i)
+    copy_config(r.configs[i], fs::path(task_dir(job, array ? i : 0)) / "config.ini");
+  const fs::path script = fs::path(job.dir) / "job.sh";
+  write_file(script, job_script(spec), true);
+  write_job_record(job);
+  if (r.dry_run) return job;
+  if (r.profile.is_slurm()) {
+    try {
+      job.slurm_id = sbatch_submit(script.string());
+    } catch (const Error&) {
+      fs::remove_all(job.dir);  // nothing was submitted: leave no job behind
+      throw;
+    }
+  } else {
+    job.pid = start_detached({"bash", script.string()}, (fs::path(job.dir) / "log.txt").string());
+    job.pid_start = process_start_time(job.pid);
+  }
+  write_job_record(job);
+  return job;
+}
+
+}  // namespace dlscale

@@ -1,0 +1,21 @@
+#!/bin/bash
+# dlscale job ''\''; touch /tmp/pwned #', profile 'cluster', written by dlscale submit.
+# Every value from the user is quoted: a name or a path cannot run anything.
+#SBATCH --job-name="'; touch /tmp/pwned #"
+#SBATCH --output="/jobs/it's 100%% \"odd\"; ls/log.txt"
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --partition="gpu\"; echo"
+set -euo pipefail
+
+job_dir='/jobs/it'\''s 100% "odd"; ls'
+task_dir=$job_dir
+# dlscale jobs reads how the job ended from exit-status (sacct needs accounting storage).
+trap 'status=$?; echo "$status" >"$task_dir/exit-status.tmp"; mv -f "$task_dir/exit-status.tmp" "$task_dir/exit-status"' EXIT
+# A cancel or the time limit sends TERM: leave through the EXIT trap.
+trap 'exit 143' TERM
+date -u +%Y-%m-%dT%H:%M:%SZ >"$task_dir/started"
+
+cd '/home/me/$(reboot)'
+
+srun --mpi='pmix' '/opt/dlscale/bin/dlscale' train "$task_dir/config.ini" --output "$task_dir/run"

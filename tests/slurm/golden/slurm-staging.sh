@@ -1,0 +1,30 @@
+#!/bin/bash
+# dlscale job 'mlp', profile 'cluster', written by dlscale submit.
+# Every value from the user is quoted: a name or a path cannot run anything.
+#SBATCH --job-name="mlp"
+#SBATCH --output="/jobs/mlp-20260101-120000/log.txt"
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+set -euo pipefail
+
+job_dir='/jobs/mlp-20260101-120000'
+task_dir=$job_dir
+# dlscale jobs reads how the job ended from exit-status (sacct needs accounting storage).
+trap 'status=$?; echo "$status" >"$task_dir/exit-status.tmp"; mv -f "$task_dir/exit-status.tmp" "$task_dir/exit-status"' EXIT
+# A cancel or the time limit sends TERM: leave through the EXIT trap.
+trap 'exit 143' TERM
+date -u +%Y-%m-%dT%H:%M:%SZ >"$task_dir/started"
+
+cd '/home/me/project'
+
+# Datasets go to node-local storage first, one copy per node, before any rank starts.
+stage="${LOCAL_SCRATCH}"'/dl data'/dlscale-$SLURM_JOB_ID
+per_node=(srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1)
+"${per_node[@]}" mkdir -p "$stage"
+"${per_node[@]}" cp -r '/shared/fashion-mnist/train' "$stage/train-data"
+"${per_node[@]}" cp -r '/shared/fashion-mnist/test' "$stage/validation-data"
+status=0
+
+srun --mpi='pmix' '/opt/dlscale/bin/dlscale' train "$task_dir/config.ini" --output "$task_dir/run" --train-data "$stage/train-data" --validation-data "$stage/validation-data" --test-data "$stage/validation-data" '--max-epochs' '1' || status=$?
+"${per_node[@]}" rm -rf "$stage" || true
+exit "$status"

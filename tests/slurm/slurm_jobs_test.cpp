@@ -1,0 +1,171 @@
+// Batch jobs on a real one-node Slurm cluster (slurm/test-cluster.sh, started
+// by a CTest fixture, or here if it is not running): submit -> jobs -> fetch,
+// a 2-rank MPI job under srun, cancel, a job that queues while the cluster is
+// full, a failing job, data staging, and the hostile job name. A cluster that
+// cannot start is a failure with the daemon logs, never a skip.
+#include "job_helpers.h"
+#include "launch/profiles.h"
+#include "slurm/jobs.h"
+
+namespace dlscale::testing {
+namespace {
+
+std::string g_cluster_error;  // why the cluster is not usable, with its logs; empty when it is
+
+class SlurmJobs : public JobsTest {
+ protected:
+  static void SetUpTestSuite() {
+    const fs::path cluster = DLSCALE_TEST_CLUSTER_DIR;
+    fs::create_directories(cluster);
+    RunResult r = run_command(std::string(DLSCALE_TEST_CLUSTER_SCRIPT) + " start " + cluster.string(), cluster);
+    if (r.exit_code != 0) {
+      g_cluster_error = "the test cluster did not start (" DLSCALE_TEST_CLUSTER_SCRIPT " start " +
+                        cluster.string() + "):\n" + r.out + r.err;
+      return;
+    }
+    setenv("SLURM_CONF", (cluster / "slurm.conf").string().c_str(), 1);
+    // 2 ranks on a node that claims more CPUs than it has: yield instead of spinning.
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
+  }
+  void SetUp() override {
+    ASSERT_TRUE(g_cluster_error.empty()) << g_cluster_error;
+    JobsTest::SetUp();
+  }
+  std::string profiles_text() override {
+    const std::string root = "job-root = " + (dir / "jobs").string() + "\n";
+    return "default = test\n[local]\n" + root + "[test]\ntype = slurm\npartition = debug\ntime = 10\n" + root +
+           "[tiny]\ntype = slurm\npartition = tiny\n" + root + "[staged]\ntype = slurm\nstage-data = true\nstage-dir = " +
+           (dir / "node-local").string() + "\n" + root;
+  }
+  // A Slurm command's output (SLURM_CONF points at the test cluster).
+  std::string slurm(const std::string& command) {
+    RunResult r = run_command(command, dir);
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    return r.out;
+  }
+  void expect_done_with_summary(const std::string& folder) {
+    auto j = wait_for(folder, {"done", "failed", "cancelled"});
+    ASSERT_EQ(j["state"], "done") << j.dump() << read_file(dir / "jobs" / folder / "log.txt");
+    RunResult f = dlscale("fetch " + folder);
+    ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
+    EXPECT_NE(f.out.find("\"test_accuracy\""), std::string::npos) << f.out;
+    EXPECT_GT(summary(folder)["test_accuracy"].get<double>(), 0.9);
+  }
+};
+
+TEST_F(SlurmJobs, SubmittedJobFinishesAndFetchReturnsItsSummary) {
+  std::string folder = submit("--name mlp");
+  const std::string id = record(folder)["slurm_job_id"];
+  ASSERT_FALSE(id.empty());
+  expect_done_with_summary(folder);
+  EXPECT_EQ(summary(folder)["world_size"], 1);
+  // The job is found by its Slurm id too, and jobs shows its progress.
+  auto j = job(id);
+  EXPECT_EQ(j["job"], folder);
+  EXPECT_EQ(j["progress"]["epoch"], 3);
+  EXPECT_EQ(read_record((dir / "jobs" / folder).string(), "slurm-state"), "COMPLETED");
+  // What rank 0 printed went to the job folder.
+  EXPECT_NE(read_file(dir / "jobs" / folder / "log.txt").find("test accuracy"), std::string::npos);
+}
+
+TEST_F(SlurmJobs, TwoRankMpiJobUnderSrun) {
+  std::string folder = submit("--name mpi --tasks-per-node 2");
+  EXPECT_NE(read_file(dir / "jobs" / folder / "job.sh").find("srun --mpi='pmix'"), std::string::npos);
+  expect_done_with_summary(folder);
+  EXPECT_EQ(summary(folder)["world_size"], 2);
+}
+
+TEST_F(SlurmJobs, CancelledJobShowsCancelled) {
+  std::string folder = submit("--name long -- --max-epochs 100000");
+  const std::string id = record(folder)["slurm_job_id"];
+  wait_for(folder, {"running"});
+  RunResult c = dlscale("cancel " + id);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("cancelled " + folder + " (Slurm job " + id + ")"), std::string::npos) << c.out;
+  EXPECT_EQ(job(folder)["state"], "cancelled");
+  // Slurm agrees once the job has ended.
+  for (int i = 0; i < 120 && slurm("squeue -h -t all -j " + id + " -o %T").find("CANCELLED") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  EXPECT_NE(slurm("squeue -h -t all -j " + id + " -o %T").find("CANCELLED"), std::string::npos);
+}
+
+TEST_F(SlurmJobs, JobQueuesWhileTheClusterIsFull) {
+  // The tiny partition has 2 CPUs: this job takes both.
+  std::string blocker = slurm("sbatch --parsable -p tiny -c 2 -o /dev/null --wrap 'sleep 120'");
+  blocker = blocker.substr(0, blocker.find_first_of(";\n"));
+  for (int i = 0; i < 120 && slurm("squeue -h -j " + blocker + " -o %T").find("RUNNING") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  std::string folder = submit("--profile tiny --name queued");
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto j = job(folder);
+  EXPECT_EQ(j["state"], "queued") << j.dump();
+  EXPECT_FALSE(j.contains("progress"));
+  slurm("scancel " + blocker);
+  expect_done_with_summary(folder);
+}
+
+TEST_F(SlurmJobs, FailingJobShowsFailed) {
+  std::string folder = submit("--name broken -- --train-data " + (dir / "nowhere").string());
+  auto j = wait_for(folder, {"done", "failed", "cancelled"});
+  EXPECT_EQ(j["state"], "failed") << j.dump();
+  EXPECT_EQ(j["detail"], "Slurm: FAILED");
+  RunResult f = dlscale("fetch " + folder);
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_NE(f.out.find("nowhere"), std::string::npos) << f.out;
+}
+
+TEST_F(SlurmJobs, DataIsStagedToNodeLocalStorage) {
+  std::string folder = submit("--profile staged --name staged");
+  const std::string id = record(folder)["slurm_job_id"];
+  expect_done_with_summary(folder);
+  // The run read the copies, and the copies are gone afterwards.
+  const std::string stage = (dir / "node-local" / ("dlscale-" + id)).string();
+  std::string config = read_file(dir / "jobs" / folder / "run" / "config.ini");
+  EXPECT_NE(config.find("train-data = " + stage + "/train-data\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("test-data = " + stage + "/test-data\n"), std::string::npos) << config;
+  EXPECT_FALSE(fs::exists(stage));
+}
+
+// What a sweep does: one job array, a task per config, through the library.
+TEST_F(SlurmJobs, JobArrayRunsOneTaskPerConfig) {
+  JobRequest request;
+  request.profile = load_profiles((dir / "profiles.ini").string()).select("test");
+  request.name = "sweep";
+  for (int seed : {1, 2}) {
+    const fs::path config = dir / ("seed" + std::to_string(seed) + ".ini");
+    std::ofstream(config) << read_file(dir / "mlp.ini") << "seed = " << seed << "\n";
+    request.configs.push_back(config.string());
+  }
+  request.dlscale = dlscale_binary();
+  JobRecord submitted = submit_job(request);
+  ASSERT_FALSE(submitted.slurm_id.empty());
+  EXPECT_EQ(submitted.array_size, 2);
+  auto j = wait_for(submitted.folder, {"done", "failed", "cancelled"});
+  ASSERT_EQ(j["state"], "done") << j.dump();
+  EXPECT_EQ(j["detail"], "2/2 tasks done");
+  for (int i = 0; i < 2; ++i) {
+    const fs::path trial = dir / "jobs" / submitted.folder / "trials" / std::to_string(i);
+    EXPECT_NE(read_file(trial / "run" / "config.ini").find("seed = " + std::to_string(i + 1)), std::string::npos);
+    EXPECT_TRUE(fs::exists(trial / "run" / "summary.json"));
+    EXPECT_NE(read_file(trial / "log.txt").find("test accuracy"), std::string::npos);
+    EXPECT_EQ(read_record(trial.string(), "exit-status"), "0");
+  }
+  RunResult f = dlscale("fetch " + submitted.slurm_id);
+  EXPECT_EQ(f.exit_code, 0) << f.out << f.err;
+  EXPECT_NE(f.out.find("task 1: done, test accuracy"), std::string::npos) << f.out;
+}
+
+TEST_F(SlurmJobs, HostileNameRunsNothing) {
+  fs::remove(kPwned);
+  ASSERT_FALSE(fs::exists(kPwned));
+  std::string folder = submit("--name " + shell_quote(kHostileName));
+  const std::string id = record(folder)["slurm_job_id"];
+  // sbatch read the #SBATCH line's quoting as meant: the name is intact.
+  std::string show = slurm("scontrol show job " + id);
+  EXPECT_NE(show.find(std::string("JobName=") + kHostileName + "\n"), std::string::npos) << show;
+  expect_done_with_summary(folder);
+  EXPECT_FALSE(fs::exists(kPwned)) << "part of the job name ran as a command";
+}
+
+}  // namespace
+}  // namespace dlscale::testing
