@@ -30,6 +30,35 @@ class FailingRank : public ::testing::Test {
     return "mpirun -n 4 --oversubscribe " + dlscale_binary() + " train " + (dir / "long.ini").string() +
            " --output " + (dir / "run").string();
   }
+  // Starts the job in the background; its output goes to out.txt.
+  pid_t start_job() const {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string command = "exec " + job() + " >" + (dir / "out.txt").string() + " 2>&1";
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid;
+  }
+  // Waits until iteration rows reach metrics.jsonl: training is under way.
+  void wait_for_training() const {
+    const auto metrics = dir / "run" / "metrics.jsonl";
+    for (int i = 0; i < 600 && !(fs::exists(metrics) && fs::file_size(metrics) > 2000); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Seconds until pid exited (status set), or -1 after `limit` seconds (then it is killed).
+  static double wait_for_exit(pid_t pid, double limit, int& status) {
+    const auto t0 = Clock::now();
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (Clock::now() - t0 > std::chrono::duration<double>(limit)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
   // Processes whose command line names this test's run directory (mpirun and its ranks).
   std::vector<pid_t> job_processes() const {
     // "[-]-output" matches "--output" but not the shell running this pgrep.
@@ -55,31 +84,18 @@ TEST_F(FailingRank, ErrorOnOneRankEndsTheJobWithItsMessage) {
 }
 
 TEST_F(FailingRank, KilledRankEndsTheJob) {
-  pid_t mpirun = fork();
-  ASSERT_GE(mpirun, 0);
-  if (mpirun == 0) {
-    std::string command = job() + " >" + (dir / "out.txt").string() + " 2>&1";
-    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  // Wait until training is under way: iteration rows in metrics.jsonl.
-  const auto metrics = dir / "run" / "metrics.jsonl";
-  for (int i = 0; i < 600 && !(fs::exists(metrics) && fs::file_size(metrics) > 2000); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_TRUE(fs::exists(metrics)) << read_file(dir / "out.txt");
+  pid_t mpirun = start_job();
+  ASSERT_GT(mpirun, 0);
+  wait_for_training();
+  ASSERT_TRUE(fs::exists(dir / "run" / "metrics.jsonl")) << read_file(dir / "out.txt");
   pid_t victim = -1;
   for (pid_t p : job_processes())
     if (p != mpirun) victim = p;
   ASSERT_GT(victim, 0);
-  const auto t0 = Clock::now();
   kill(victim, SIGKILL);
   int status = 0;
-  pid_t done = 0;
-  while ((done = waitpid(mpirun, &status, WNOHANG)) == 0 && Clock::now() - t0 < std::chrono::seconds(90))
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (done == 0) kill(mpirun, SIGKILL), waitpid(mpirun, &status, 0);
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  EXPECT_EQ(done, mpirun) << "mpirun was still running 90 s after a rank was killed";
+  const double seconds = wait_for_exit(mpirun, 90, status);
+  EXPECT_GE(seconds, 0) << "mpirun was still running 90 s after a rank was killed";
   EXPECT_LT(seconds, 60);
   EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
@@ -108,24 +124,12 @@ TEST_F(FailingRank, HungRankEndsTheJobAfterTheCollectiveTimeout) {
 // finishes the run.
 TEST_F(FailingRank, SignalStopsAtACheckpointAndResumeFinishes) {
   std::ofstream(dir / "long.ini", std::ios::app) << "checkpoint-frequency = 1000\ncheckpoint-frequency-unit = iteration\n";
-  pid_t mpirun = fork();
-  ASSERT_GE(mpirun, 0);
-  if (mpirun == 0) {
-    std::string command = job() + " >" + (dir / "out.txt").string() + " 2>&1";
-    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  const auto metrics = dir / "run" / "metrics.jsonl";
-  for (int i = 0; i < 600 && !(fs::exists(metrics) && fs::file_size(metrics) > 2000); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  pid_t mpirun = start_job();
+  ASSERT_GT(mpirun, 0);
+  wait_for_training();
   kill(mpirun, SIGUSR1);  // mpirun forwards SIGUSR1 to every rank
   int status = 0;
-  const auto t0 = Clock::now();
-  pid_t done = 0;
-  while ((done = waitpid(mpirun, &status, WNOHANG)) == 0 && Clock::now() - t0 < std::chrono::seconds(60))
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (done == 0) kill(mpirun, SIGKILL), waitpid(mpirun, &status, 0);
-  ASSERT_EQ(done, mpirun) << read_file(dir / "out.txt");
+  ASSERT_GE(wait_for_exit(mpirun, 60, status), 0) << read_file(dir / "out.txt");
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 3) << read_file(dir / "out.txt");
   EXPECT_NE(read_file(dir / "out.txt").find("stopped by a signal at iteration"), std::string::npos);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
+
 #include <string>
 #include <vector>
 
@@ -13,15 +15,7 @@
 namespace dlscale {
 namespace {
 
-template <class Fn>
-void expect_error(Fn&& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "message: " << e.what();
-  }
-}
+using testing::expect_error;
 
 // `count` ranks on `name`, each seeing all `gpus` devices of the node.
 std::vector<RankResources> host(const std::string& name, int count, int gpus) {

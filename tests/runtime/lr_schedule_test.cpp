@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
+
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -13,15 +15,7 @@
 namespace dlscale {
 namespace {
 
-template <class Fn>
-void expect_error(Fn&& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "message: " << e.what();
-  }
-}
+using testing::expect_error;
 
 ScheduleOptions with(const std::string& schedule, double initial) {
   ScheduleOptions o;

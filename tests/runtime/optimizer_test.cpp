@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -12,15 +14,7 @@
 namespace dlscale {
 namespace {
 
-template <class Fn>
-void expect_error(Fn&& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "message: " << e.what();
-  }
-}
+using testing::expect_error;
 
 Param make_param(const std::vector<double>& w, DType dtype = DType::f64, bool regularize = true) {
   Param p;

@@ -4,21 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
+
 #include <string>
 
 namespace dlscale {
 namespace {
 
 // Runs fn and checks it throws dlscale::Error whose text contains `part`.
-template <class Fn>
-void expect_error(Fn&& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "message: " << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(Tensor, ShapeNumelAndBytes) {
   Tensor t({64, 1, 28, 28}, DType::f32);
