@@ -81,7 +81,7 @@ class TrainingRun {
   void run_validation();
   void sync_buffers();
   void checkpoint();
-  bool stop_requested();
+  bool stop_requested(double local_loss);
   TrainingResult finish();
 
   const TrainingOptions& o_;
@@ -99,6 +99,7 @@ class TrainingRun {
   std::optional<RunDirectory> dir_;
   CheckpointIdentity identity_;
   std::string checkpoint_dir_;
+  std::vector<std::pair<std::int64_t, std::string>> checkpoints_;  // written by this run: (iteration, path)
   TrainingState state_;
   TestHooks hooks_ = TestHooks::from_environment();
   CollectiveWatchdog watchdog_;
@@ -165,10 +166,22 @@ void TrainingRun::resume_if_asked() {
   dir_->say("resumed from " + path + " at iteration " + std::to_string(state_.iteration));
 }
 
-bool TrainingRun::stop_requested() {
-  // One small all-reduce per step: every rank stops at the same boundary.
-  double flag = preemption_requested() || state_.iteration == hooks_.stop_iteration ? 1.0 : 0.0;
-  return comm_.allreduce_max(flag) > 0;
+bool TrainingRun::stop_requested(double local_loss) {
+  // One small all-reduce per step: every rank stops at the same boundary,
+  // and a non-finite loss on any rank is seen at the step it happened.
+  double flags[2] = {preemption_requested() || state_.iteration == hooks_.stop_iteration ? 1.0 : 0.0,
+                     std::isfinite(local_loss) ? 0.0 : 1.0};
+  comm_.allreduce_sum(flags, 2);
+  if (flags[1] > 0) {
+    // Weights after step j are good when step j+1's loss was finite.
+    std::string good;
+    for (const auto& [iteration, path] : checkpoints_)
+      if (iteration + 1 < state_.iteration) good = path;
+    fail("the training loss became NaN or infinite at iteration " + std::to_string(state_.iteration) +
+         "; lower initial-learn-rate or set gradient-threshold" +
+         (good.empty() ? std::string(" (no good checkpoint written yet)") : "; the last good checkpoint is " + good));
+  }
+  return flags[0] > 0;
 }
 
 bool TrainingRun::train_one_batch(const Batch& batch) {
@@ -193,7 +206,7 @@ bool TrainingRun::train_one_batch(const Batch& batch) {
                                                                 : epoch_end && state_.epoch % o_.checkpoint_frequency == 0);
   const bool timed = o_.checkpoint_minutes > 0 &&
                      comm_.allreduce_max(seconds_since(t_last_checkpoint_)) >= o_.checkpoint_minutes * 60;
-  if (stop_requested()) {
+  if (stop_requested(loss.loss_sum)) {
     checkpoint();
     result_.stop_reason = "preempted";
     return false;
@@ -213,9 +226,6 @@ bool TrainingRun::log_step(const LossResult& loss, double lr) {
   comm_.allreduce_sum(sums, 2);
   const double mb_loss = sums[0] / static_cast<double>(o_.mini_batch_size);
   result_.final_minibatch_loss = mb_loss;
-  if (!std::isfinite(mb_loss))
-    fail("the training loss became " + std::to_string(mb_loss) + " at iteration " + std::to_string(it) +
-         "; lower initial-learn-rate or set gradient-threshold");
   if (validate_now) run_validation();
   const std::int64_t epoch_shown = state_.batch_in_epoch == 0 ? state_.epoch : state_.epoch + 1;
   ProgressRow row{epoch_shown, it, seconds_since(t_start_), sums[1] / o_.mini_batch_size, mb_loss,
@@ -257,6 +267,7 @@ void TrainingRun::run_validation() {
 void TrainingRun::checkpoint() {
   sync_buffers();
   write_checkpoint(checkpoint_dir_, *net_, *optimizer_, state_, identity_, comm_, o_.checkpoint_keep);
+  checkpoints_.emplace_back(state_.iteration, checkpoint_dir_ + "/ckpt-" + std::to_string(state_.iteration) + ".h5");
   t_last_checkpoint_ = Clock::now();
 }
 

@@ -161,6 +161,18 @@ TEST_F(Cli, GpuWithoutAGpuIsAClearError) {
   expect_one_error(train("--execution-environment gpu"), "execution-environment=gpu");
 }
 
+// A diverging run stops at the step its loss stopped being finite and names
+// the newest checkpoint whose weights still gave a finite loss.
+TEST_F(Cli, DivergingLossStopsNamingIterationAndLastGoodCheckpoint) {
+  RunResult r = train("--solver sgdm --initial-learn-rate 1e4 --checkpoint-frequency 1 "
+                      "--checkpoint-frequency-unit iteration --verbose false");
+  expect_one_error(r, "the training loss became NaN or infinite at iteration ");
+  EXPECT_NE(r.err.find("the last good checkpoint is "), std::string::npos) << r.err;
+  auto at = r.err.find("at iteration ") + 13;
+  const long bad = std::stol(r.err.substr(at));
+  EXPECT_NE(r.err.find("ckpt-" + std::to_string(bad - 2) + ".h5"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, ShardConvertsIdx) {
   // A 3-image idx pair written by hand: magic, counts, then bytes.
   auto be32 = [](std::ofstream& f, std::uint32_t v) {

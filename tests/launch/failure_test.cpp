@@ -103,6 +103,19 @@ TEST_F(FailingRank, KilledRankEndsTheJob) {
   EXPECT_TRUE(job_processes().empty()) << "processes left behind";
 }
 
+// Ranks started with different options would diverge or hang: the job stops
+// at start, naming the rank.
+TEST_F(FailingRank, RanksWithDifferentConfigsStopAtStart) {
+  RunResult r = run_command("timeout 60 mpirun -n 2 --oversubscribe sh -c '" + dlscale_binary() + " train " +
+                                (dir / "long.ini").string() + " --output " + (dir / "run").string() +
+                                " --seed $OMPI_COMM_WORLD_RANK'",
+                            dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job hung";
+  EXPECT_NE(r.err.find("rank 1 has a different configuration than rank 0"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
+}
+
 // A rank that stops answering (here: sleeps for ever at iteration 30) ends
 // the job through the others' collective timeout, with a message naming the
 // waiting rank, the collective and the iteration.

@@ -1,0 +1,76 @@
+// Sweeps on the local profile, end to end through the dlscale binary: a 2x2
+// grid with a ranked table, a failing trial that does not stop the others,
+// random samples, and the sweep file's mistakes.
+#include "sweep_helpers.h"
+
+namespace dlscale::testing {
+namespace {
+
+using LocalSweep = SweepTest;
+
+TEST_F(LocalSweep, GridOfFourTrialsGivesARankedTable) {
+  sweep_file(std::string(kGrid2x2) + "metric = test_accuracy\nparallel = 2\n");
+  RunResult r;
+  std::string folder = sweep("", r);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  expect_results(folder, r, 4, "test_accuracy");
+  // Each trial trained its own values, with one thread (two trials share the CPUs).
+  const fs::path trial3 = dir / "jobs" / folder / "trials" / "3" / "run" / "config.ini";
+  const std::string config = read_file(trial3);
+  EXPECT_NE(config.find("initial-learn-rate = 0.05\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("mini-batch-size = 64\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("max-epochs = 1\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("threads = 1\n"), std::string::npos) << config;
+}
+
+TEST_F(LocalSweep, FailingTrialIsInTheTableAndTheOthersGoOn) {
+  sweep_file("grid.initial-learn-rate = 0.01, -1, 0.05\nmetric = test_loss\n");
+  RunResult r;
+  std::string folder = sweep("", r);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  expect_results(folder, r, 3, "test_loss", 1);
+  EXPECT_NE(read_file(dir / "jobs" / folder / "trials" / "1" / "log.txt").find("initial-learn-rate must be"),
+            std::string::npos);
+  auto rows = csv_rows(read_file(dir / "jobs" / folder / "results.csv"));
+  EXPECT_EQ(rows[3][0], "1");
+  EXPECT_EQ(rows[3][1], "-1");
+}
+
+TEST_F(LocalSweep, RandomSamplesAreSeededAndDryRunRunsNothing) {
+  sweep_file("random.initial-learn-rate = log:0.001:0.1\nrandom.mini-batch-size = 16:64\nsamples = 3\nseed = 7\n");
+  RunResult a, b;
+  std::string first = sweep("--dry-run", a), second = sweep("--dry-run", b);
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  for (int i = 0; i < 3; ++i) {
+    const std::string trial = "trials/" + std::to_string(i) + "/config.ini";
+    std::string config = read_file(dir / "jobs" / first / trial);
+    EXPECT_EQ(config, read_file(dir / "jobs" / second / trial)) << "the same seed drew other values";
+    auto at = config.find("mini-batch-size = ");
+    ASSERT_NE(at, std::string::npos) << config;
+    int batch = std::stoi(config.substr(at + 18));
+    EXPECT_GE(batch, 16);
+    EXPECT_LE(batch, 64);
+  }
+  EXPECT_FALSE(fs::exists(dir / "jobs" / first / "trials" / "0" / "run"));
+  EXPECT_FALSE(fs::exists(dir / "jobs" / first / "results.csv"));
+}
+
+TEST_F(LocalSweep, MistakesNameTheFileAndKey) {
+  auto expect_error = [&](const std::string& lines, const std::string& needle) {
+    const std::string path = sweep_file(lines).string();
+    RunResult r = dlscale("sweep " + path);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  };
+  const std::string file = (dir / "sweep.ini").string();
+  expect_error("grid.initial-learn-rate = 0.1\nparalel = 2\n", file + ":4: unknown key 'paralel'");
+  expect_error("grid.learn-rat = 0.1\n", file + ":3: unknown key 'grid.learn-rat'");
+  expect_error("grid.output = a, b\n", "cannot vary output");
+  expect_error("metric = speed\ngrid.seed = 1\n", "metric = 'speed'");
+  expect_error("random.momentum = 0.9\n", "expected lo:hi or log:lo:hi");
+  expect_error("parallel = 2\n", "nothing to sweep");
+  EXPECT_FALSE(fs::exists(dir / "jobs")) << "a refused sweep left a job folder";
+}
+
+}  // namespace
+}  // namespace dlscale::testing
