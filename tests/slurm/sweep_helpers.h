@@ -73,6 +73,10 @@ class SweepTest : public JobsTest {
       }
       const double v = std::stod(row[col]);
       EXPECT_TRUE(higher ? v <= previous : v >= previous) << "not sorted by " << metric << " at trial " << trial;
+      if (higher && v == previous) {  // equal accuracies: the lower loss first
+        const std::size_t loss = std::find(head.begin(), head.end(), metric.substr(0, metric.find('_')) + "_loss") - head.begin();
+        EXPECT_GE(std::stod(row[loss]), std::stod(rows[i - 1][loss])) << "tie not broken by loss at trial " << trial;
+      }
       previous = v;
       if (i == 1) {  // the best, marked in the printed table
         EXPECT_NE(r.out.find("\n*  " + trial + " "), std::string::npos) << r.out;

@@ -1,0 +1,84 @@
+// NCCL all-reduce on its own stream, with the unique id broadcast over MPI.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "runtime/nccl_allreduce.h"
+
+namespace dlscale {
+
+namespace {
+
+void check_cuda(cudaError_t rc, const char* call, const char* file, int line) {
+  if (rc != cudaSuccess) fail_call("CUDA call failed", call, cudaGetErrorString(rc), file, line);
+}
+void check_nccl(ncclResult_t rc, const char* call, const char* file, int line) {
+  if (rc != ncclSuccess) fail_call("NCCL call failed", call, ncclGetErrorString(rc), file, line);
+}
+#define DLSCALE_CHECK_CUDA(call) check_cuda((call), #call, __FILE__, __LINE__)
+#define DLSCALE_CHECK_NCCL(call) check_nccl((call), #call, __FILE__, __LINE__)
+
+}  // namespace
+
+struct NcclAllreduce::State {
+  int device = 0;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ready = nullptr;
+};
+
+NcclAllreduce::NcclAllreduce(Communicator& comm, int device) : state_(std::make_unique<State>()) {
+  state_->device = device;
+  DLSCALE_CHECK_CUDA(cudaSetDevice(device));
+  ncclUniqueId id;
+  if (comm.rank() == 0) DLSCALE_CHECK_NCCL(ncclGetUniqueId(&id));
+  std::string bytes(reinterpret_cast<const char*>(&id), sizeof id);
+  comm.broadcast(bytes, 0);
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(&id));
+  DLSCALE_CHECK_NCCL(ncclCommInitRank(&state_->comm, comm.size(), id, comm.rank()));
+  // A non-blocking stream of its own: reductions overlap the compute stream.
+  DLSCALE_CHECK_CUDA(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+  DLSCALE_CHECK_CUDA(cudaEventCreateWithFlags(&state_->ready, cudaEventDisableTiming));
+}
+
+NcclAllreduce::~NcclAllreduce() {
+  if (!state_) return;
+  if (state_->stream) cudaStreamSynchronize(state_->stream);
+  if (state_->comm) ncclCommDestroy(state_->comm);
+  if (state_->ready) cudaEventDestroy(state_->ready);
+  if (state_->stream) cudaStreamDestroy(state_->stream);
+}
+
+void NcclAllreduce::start(void* data, std::size_t count, DType dtype, void* compute_stream) {
+  // The gradients are final once the compute stream reaches this point.
+  DLSCALE_CHECK_CUDA(cudaEventRecord(state_->ready, static_cast<cudaStream_t>(compute_stream)));
+  DLSCALE_CHECK_CUDA(cudaStreamWaitEvent(state_->stream, state_->ready, 0));
+  DLSCALE_CHECK_NCCL(ncclAllReduce(data, data, count, dtype == DType::f64 ? ncclDouble : ncclFloat, ncclSum,
+                                   state_->comm, state_->stream));
+}
+
+void NcclAllreduce::wait() { DLSCALE_CHECK_CUDA(cudaStreamSynchronize(state_->stream)); }
+
+bool NcclAllreduce::compiled() { return true; }
+
+std::vector<float> nccl_allreduce_roundtrip(Communicator& comm, int device, const std::vector<float>& host) {
+  NcclAllreduce reducer(comm, device);
+  float* buffer = nullptr;
+  const std::size_t bytes = host.size() * sizeof(float);
+  DLSCALE_CHECK_CUDA(cudaMalloc(&buffer, bytes));
+  std::vector<float> out(host.size());
+  try {
+    DLSCALE_CHECK_CUDA(cudaMemcpy(buffer, host.data(), bytes, cudaMemcpyHostToDevice));
+    reducer.start(buffer, host.size(), DType::f32, nullptr);
+    reducer.wait();
+    DLSCALE_CHECK_CUDA(cudaMemcpy(out.data(), buffer, bytes, cudaMemcpyDeviceToHost));
+  } catch (...) {
+    cudaFree(buffer);
+    throw;
+  }
+  cudaFree(buffer);
+  return out;
+}
+
+}  // namespace dlscale
