@@ -28,6 +28,8 @@ int submit_command(const Args& args, Communicator& comm);
 int jobs_command(const Args& args, Communicator& comm);
 int fetch_command(const Args& args, Communicator& comm);
 int cancel_command(const Args& args, Communicator& comm);
+// Hyper-parameter sweeps: one training per trial, a ranked results table.
+int sweep_command(const Args& args, Communicator& comm);
 // Runs before MPI is initialized: it becomes mpirun, whose children must not
 // inherit a singleton's MPI state.
 int launch_command(const Args& args);

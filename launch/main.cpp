@@ -29,7 +29,8 @@ const char* kUsage =
     "  submit CONFIG [--profile P] [-- train options]   run a training as a batch job\n"
     "  jobs [JOB ...]                       submitted jobs: state and progress\n"
     "  fetch JOB [--to DIR]                 a finished job's summary and outputs\n"
-    "  cancel JOB                           cancel a queued or running job\n";
+    "  cancel JOB                           cancel a queued or running job\n"
+    "  sweep SWEEP.ini [--profile P]        one training per trial of a grid/random sweep, ranked\n";
 
 int world_rank() {
   int rank = 0;
@@ -57,7 +58,8 @@ int run(int argc, char** argv) {
                                                    {"submit", dlscale::submit_command},
                                                    {"jobs", dlscale::jobs_command},
                                                    {"fetch", dlscale::fetch_command},
-                                                   {"cancel", dlscale::cancel_command}};
+                                                   {"cancel", dlscale::cancel_command},
+                                                   {"sweep", dlscale::sweep_command}};
   auto it = commands.find(argv[1]);
   if (it == commands.end())
     throw dlscale::UsageError(std::string("unknown command '") + argv[1] + "'\n" + kUsage);

@@ -203,6 +203,13 @@ std::string training_options_help() {
   return out.str();
 }
 
+std::vector<std::string> training_option_names() {
+  std::vector<std::string> names;
+  for (const auto& row : kOptions) names.push_back(row.name);
+  names.push_back("layer");
+  return names;
+}
+
 TrainingOptions parse_training_options(const Args& args, Communicator& comm) {
   po::options_description desc = option_table();
   desc.add_options()("config", po::value<std::string>(), "INI config file");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "launch/commands.h"
 #include "runtime/training_options.h"
@@ -14,5 +15,7 @@ namespace dlscale {
 // resolved options become TrainingOptions::config_text. Throws UsageError.
 TrainingOptions parse_training_options(const Args& args, Communicator& comm);
 std::string training_options_help();
+// The option names (what a sweep may vary).
+std::vector<std::string> training_option_names();
 
 }  // namespace dlscale
