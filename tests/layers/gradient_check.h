@@ -42,6 +42,33 @@ inline void expect_close(const Tensor& analytic, const Tensor& numeric, double t
                         << (worst_i >= 0 ? numeric.at(worst_i) : 0) << ")";
 }
 
+// Central differences of loss() with respect to every element of `t`
+// (perturbed in place and restored).
+template <class Loss>
+Tensor numeric_gradient(Tensor& t, Loss&& loss, double h) {
+  Tensor numeric(t.shape(), DType::f64);
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    double v = t.at(i);
+    t.set(i, v + h);
+    double lp = loss();
+    t.set(i, v - h);
+    double lm = loss();
+    t.set(i, v);
+    numeric.set(i, (lp - lm) / (2 * h));
+  }
+  return numeric;
+}
+
+// Every param's analytic grad (from the last backward) against numeric_gradient.
+template <class Loss>
+void check_param_gradients(const std::vector<Param*>& params, Loss&& loss, double h, double tol,
+                           const std::string& who) {
+  for (Param* p : params) {
+    Tensor analytic = p->grad.clone();
+    expect_close(analytic, numeric_gradient(p->value, loss, h), tol, who + " dL/d" + p->name);
+  }
+}
+
 // Checks dL/dx and every parameter gradient of `layer` at input x (float64).
 // training selects the forward mode; layers with randomness (dropout) must
 // reuse their mask for repeated forwards in the same mode for this to work.
@@ -54,32 +81,8 @@ inline void check_gradients(Layer& layer, const Tensor& x, bool training = true,
 
   auto loss = [&]() { return weighted_sum(layer.forward(x, training), r); };
   Tensor xv = x;  // shares storage: perturbing xv perturbs the forward input
-  Tensor num_dx(x.shape(), DType::f64);
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    double v = xv.at(i);
-    xv.set(i, v + h);
-    double lp = loss();
-    xv.set(i, v - h);
-    double lm = loss();
-    xv.set(i, v);
-    num_dx.set(i, (lp - lm) / (2 * h));
-  }
-  expect_close(dx, num_dx, tol, layer.kind() + " dL/dx");
-
-  for (Param* p : layer.params()) {
-    Tensor analytic = p->grad.clone();
-    Tensor numeric(p->value.shape(), DType::f64);
-    for (std::int64_t i = 0; i < p->value.numel(); ++i) {
-      double v = p->value.at(i);
-      p->value.set(i, v + h);
-      double lp = loss();
-      p->value.set(i, v - h);
-      double lm = loss();
-      p->value.set(i, v);
-      numeric.set(i, (lp - lm) / (2 * h));
-    }
-    expect_close(analytic, numeric, tol, layer.kind() + " dL/d" + p->name);
-  }
+  expect_close(dx, numeric_gradient(xv, loss, h), tol, layer.kind() + " dL/dx");
+  check_param_gradients(layer.params(), loss, h, tol, layer.kind());
 }
 
 }  // namespace dlscale::testing

@@ -60,21 +60,7 @@ TEST(Network, ResidualGradientsMatchFiniteDifferences) {
   };
   softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 3.0, dlogits);
   net.backward(dlogits);
-  const double h = 1e-6;
-  for (Param* p : net.params()) {
-    Tensor analytic = p->grad.clone();
-    Tensor numeric(p->value.shape(), DType::f64);
-    for (std::int64_t i = 0; i < p->value.numel(); ++i) {
-      double v = p->value.at(i);
-      p->value.set(i, v + h);
-      double lp = loss();
-      p->value.set(i, v - h);
-      double lm = loss();
-      p->value.set(i, v);
-      numeric.set(i, (lp - lm) / (2 * h));
-    }
-    testing::expect_close(analytic, numeric, 1e-6, "network dL/d" + p->name);
-  }
+  testing::check_param_gradients(net.params(), loss, 1e-6, 1e-6, "network");
 }
 
 TEST(Network, SameSeedSameWeightsAndFloat64EndToEnd) {
