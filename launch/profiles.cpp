@@ -90,6 +90,7 @@ const std::vector<Key>& keys() {
        }},
       {"stage-data", true, false, [](Profile& p, const Place& at, const std::string& v) { p.stage_data = boolean(at, "stage-data", v); }},
       {"stage-dir", true, false, [](Profile& p, const Place&, const std::string& v) { p.stage_dir = v; }},
+      {"data-root", false, false, [](Profile& p, const Place&, const std::string& v) { p.data_root = v; }},
   };
   return table;
 }

@@ -28,6 +28,9 @@ struct Profile {
   std::vector<std::string> modules;         // `module load` before training
   bool stage_data = false;                  // copy datasets to node-local storage first
   std::string stage_dir;                    // node-local folder; may start with $VAR; empty: ${SLURM_TMPDIR:-/tmp}
+  // Where data lives: relative dataset paths of a submitted config are taken
+  // from here ("~" is the user's home) instead of the submit folder.
+  std::string data_root;
 
   bool is_slurm() const { return type == "slurm"; }
 };

@@ -135,8 +135,16 @@ JobRecord submit_job(const JobRequest& r) {
   spec.dlscale = r.dlscale.empty() ? self_executable() : r.dlscale;
   spec.array_size = array ? static_cast<int>(r.configs.size()) : 0;
   spec.array_parallel = r.array_parallel;
-  spec.staged = staged_folders(r, cwd);
+  // Relative dataset paths: from the profile's data root, else the submit folder.
+  const std::string data_base =
+      r.profile.data_root.empty() ? cwd : fs::absolute(expand_home(r.profile.data_root)).string();
+  spec.staged = staged_folders(r, data_base);
   spec.train_args = spec.staged.empty() ? r.train_args : without_data_options(r.train_args);
+  if (spec.staged.empty() && !r.profile.data_root.empty()) {
+    spec.train_args = without_data_options(r.train_args);
+    for (const auto& d : data_folders(r.configs[0], r.train_args, data_base))
+      spec.train_args.insert(spec.train_args.end(), {"--" + d.option, d.source});
+  }
   spec.job_dir = "/";  // checked before any folder exists, then for real below
   job_script(spec);
 

@@ -112,6 +112,25 @@ TEST_F(LocalJobs, DryRunWritesTheGoldenScripts) {
   expect_golden("submit-local-dry-run.sh", normalized_script(dir / "jobs" / folder));
 }
 
+// A profile's data-root is where relative dataset paths of a submitted
+// config are found; the job is given the absolute folders.
+TEST_F(LocalJobs, DataRootResolvesRelativeDatasetPaths) {
+  std::ofstream(dir / "profiles.ini", std::ios::app) << "\n[shared]\ndata-root = " << dir.string() << "\njob-root = " << (dir / "jobs").string()
+                                                  << "\n";
+  std::ofstream(dir / "relative.ini") << kJobMlp << "train-data = train\ntest-data = test\n";
+  RunResult r = dlscale("submit " + (dir / "relative.ini").string() + " --profile shared --dry-run --name rel");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string folder;
+  for (auto& e : fs::directory_iterator(dir / "jobs"))
+    if (e.path().filename().string().rfind("rel-", 0) == 0) folder = e.path().filename().string();
+  ASSERT_FALSE(folder.empty());
+  const std::string script = read_file(dir / "jobs" / folder / "job.sh");
+  EXPECT_NE(script.find(shell_quote("--train-data") + " " + shell_quote((dir / "train").string())), std::string::npos)
+      << script;
+  EXPECT_NE(script.find(shell_quote("--test-data") + " " + shell_quote((dir / "test").string())), std::string::npos)
+      << script;
+}
+
 TEST_F(LocalJobs, TwoSubmitsInOneSecondGetTwoFolders) {
   std::string a = submit("--dry-run --name same"), b = submit("--dry-run --name same");
   EXPECT_NE(a, b);
