@@ -68,6 +68,34 @@ TEST_F(SlurmJobs, SubmittedJobFinishesAndFetchReturnsItsSummary) {
   EXPECT_NE(read_file(dir / "jobs" / folder / "log.txt").find("test accuracy"), std::string::npos);
 }
 
+// The real data: Debian's Fashion-MNIST test split (10k images) sharded and
+// trained for one epoch by a submitted job; fetch returns its test accuracy.
+// (Training and testing on the same split: this checks the job, not generalization.)
+TEST_F(SlurmJobs, FashionMnistJobFinishesAndFetchReturnsItsAccuracy) {
+  const std::string src = "/usr/share/datasets/fashion-mnist/";
+  RunResult shard = dlscale("shard --images " + src + "t10k-images-idx3-ubyte.gz --labels " + src +
+                            "t10k-labels-idx1-ubyte.gz --output " + (dir / "fmnist").string() + " --shards 2");
+  ASSERT_EQ(shard.exit_code, 0) << shard.err;
+  std::ofstream(dir / "fmnist.ini") << "train-data = fmnist\ntest-data = fmnist\ninput = 1x28x28\n"
+                                       "layer = dense units=64\nlayer = relu\nlayer = dense units=10\n"
+                                       "layer = softmax\nsolver = adam\ninitial-learn-rate = 0.002\n"
+                                       "max-epochs = 1\nmini-batch-size = 64\n";
+  std::ofstream(dir / "profiles.ini", std::ios::app)
+      << "[fm]\ntype = slurm\npartition = debug\ndata-root = " << dir.string() << "\njob-root = " << (dir / "jobs").string()
+      << "\n";
+  RunResult r = dlscale("submit " + (dir / "fmnist.ini").string() + " --profile fm --name fashion-mnist");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::istringstream line(r.out);
+  std::string word, folder;
+  line >> word >> folder;
+  auto j = wait_for(folder, {"done", "failed", "cancelled"});
+  ASSERT_EQ(j["state"], "done") << j.dump() << read_file(dir / "jobs" / folder / "log.txt");
+  RunResult f = dlscale("fetch " + folder);
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_NE(f.out.find("\"test_accuracy\""), std::string::npos) << f.out;
+  EXPECT_GT(summary(folder)["test_accuracy"].get<double>(), 0.75);
+}
+
 TEST_F(SlurmJobs, TwoRankMpiJobUnderSrun) {
   std::string folder = submit("--name mpi --tasks-per-node 2");
   EXPECT_NE(read_file(dir / "jobs" / folder / "job.sh").find("srun --mpi='pmix'"), std::string::npos);
