@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "layer_factory.h"
 #include "layers/activations.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
@@ -12,13 +13,9 @@
 namespace dlscale {
 namespace {
 
+using testing::build_layer;
 using testing::check_gradients;
 using testing::random_tensor;
-
-std::unique_ptr<Layer> build(const std::string& text, const Shape& in, DType dtype = DType::f64) {
-  Rng rng(1);
-  return make_layer(LayerSpec::parse(text, "test"), LayerContext{in, dtype, &rng, 0});
-}
 
 Tensor values(Shape shape, std::initializer_list<double> v, DType dtype = DType::f64) {
   Tensor t(std::move(shape), dtype);
@@ -41,30 +38,30 @@ const char* const kKinds[] = {"relu", "leakyrelu alpha=0.1", "gelu", "tanh", "si
 TEST(Activations, HandChecked) {
   Tensor x = values({1, 4}, {-2, -0.5, 0.5, 3});
   Tensor ones = values({1, 4}, {1, 1, 1, 1});
-  auto relu = build("relu", {4});
+  auto relu = build_layer("relu", {4});
   expect_values(relu->forward(x, true), {0, 0, 0.5, 3}, 0, "relu");
   expect_values(relu->backward(ones), {0, 0, 1, 1}, 0, "relu'");
 
-  auto leaky = build("leakyrelu alpha=0.1", {4});
+  auto leaky = build_layer("leakyrelu alpha=0.1", {4});
   expect_values(leaky->forward(x, true), {-0.2, -0.05, 0.5, 3}, 1e-15, "leakyrelu");
   expect_values(leaky->backward(ones), {0.1, 0.1, 1, 1}, 1e-15, "leakyrelu'");
-  auto leaky_default = build("leakyrelu", {4});
+  auto leaky_default = build_layer("leakyrelu", {4});
   expect_values(leaky_default->forward(x, true), {-0.02, -0.005, 0.5, 3}, 1e-15, "leakyrelu default alpha");
 
   // gelu(x) = x Φ(x): Φ(1) = 0.8413447460685429.
   Tensor g = values({1, 3}, {-1, 0, 1});
-  auto gelu = build("gelu", {3});
+  auto gelu = build_layer("gelu", {3});
   expect_values(gelu->forward(g, true), {-0.15865525393145707, 0, 0.8413447460685429}, 1e-14, "gelu");
   // gelu'(x) = Φ(x) + x φ(x), φ(1) = 0.24197072451914337.
   expect_values(gelu->backward(values({1, 3}, {1, 1, 1})),
                 {0.15865525393145707 - 0.24197072451914337, 0.5, 1.0833154705876863}, 1e-14, "gelu'");
 
-  auto tanh = build("tanh", {3});
+  auto tanh = build_layer("tanh", {3});
   expect_values(tanh->forward(g, true), {-0.7615941559557649, 0, 0.7615941559557649}, 1e-15, "tanh");
   expect_values(tanh->backward(values({1, 3}, {1, 1, 2})), {0.41997434161402614, 1, 2 * 0.41997434161402614},
                 1e-15, "tanh'");
 
-  auto sigmoid = build("sigmoid", {4});
+  auto sigmoid = build_layer("sigmoid", {4});
   Tensor s = values({1, 4}, {-1000, 0, 2, 1000});
   expect_values(sigmoid->forward(s, true), {0, 0.5, 0.8807970779778823, 1}, 1e-15, "sigmoid, no overflow");
   expect_values(sigmoid->backward(values({1, 4}, {1, 1, 1, 1})), {0, 0.25, 0.10499358540350662, 0}, 1e-15,
@@ -79,7 +76,7 @@ TEST(Activations, FiniteDifferences) {
     // Keep every input at least 0.1 away from the relu kink so a step of
     // h never crosses it.
     for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, (x.at(i) < 0 ? -0.1 : 0.1) + x.at(i));
-    auto layer = build(kind, {2, 4, 5});
+    auto layer = build_layer(kind, {2, 4, 5});
     EXPECT_EQ(layer->output_shape(), (Shape{2, 4, 5}));
     check_gradients(*layer, x);
   }
@@ -92,8 +89,8 @@ TEST(Activations, Float32MatchesFloat64) {
     Tensor x64 = random_tensor({8, 33}, rng, DType::f64, 2.0);
     Tensor dy64 = random_tensor({8, 33}, rng);
     Tensor x32 = x64.to(DType::f32), dy32 = dy64.to(DType::f32);
-    auto l64 = build(kind, {33}, DType::f64);
-    auto l32 = build(kind, {33}, DType::f32);
+    auto l64 = build_layer(kind, {33}, DType::f64);
+    auto l32 = build_layer(kind, {33}, DType::f32);
     Tensor y32 = l32->forward(x32, true);
     Tensor dx32 = l32->backward(dy32);
     EXPECT_EQ(y32.dtype(), DType::f32);
@@ -107,13 +104,13 @@ TEST(Activations, LargeInputRunsInParallel) {
   // Above the parallel threshold; the result must equal the serial formula.
   Rng rng(9);
   Tensor x = random_tensor({4, 50000}, rng, DType::f32);
-  auto relu = build("relu", {50000}, DType::f32);
+  auto relu = build_layer("relu", {50000}, DType::f32);
   Tensor y = relu->forward(x, true);
   for (std::int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(y.at(i), std::max(0.0, x.at(i)));
 }
 
 TEST(Activations, Errors) {
-  auto relu = build("relu", {4}, DType::f64);
+  auto relu = build_layer("relu", {4}, DType::f64);
   try {
     relu->forward(Tensor({2, 4}, DType::f32), true);
     FAIL() << "expected a dtype error";
@@ -122,8 +119,8 @@ TEST(Activations, Errors) {
     EXPECT_NE(std::string(e.what()).find("float32"), std::string::npos) << e.what();
   }
   EXPECT_THROW(relu->forward(Tensor({2, 5}, DType::f64), true), Error);
-  EXPECT_THROW(build("leakyrelu alpha=-1", {4}), Error);
-  EXPECT_THROW(build("relu alpha=1", {4}), Error);  // unknown attribute
+  EXPECT_THROW(build_layer("leakyrelu alpha=-1", {4}), Error);
+  EXPECT_THROW(build_layer("relu alpha=1", {4}), Error);  // unknown attribute
 }
 
 }  // namespace

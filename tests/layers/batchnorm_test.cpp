@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "layer_factory.h"
 #include "layers/batchnorm.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
@@ -12,13 +13,9 @@
 namespace dlscale {
 namespace {
 
+using testing::build_layer;
 using testing::check_gradients;
 using testing::random_tensor;
-
-std::unique_ptr<Layer> build(const std::string& text, const Shape& in, DType dtype = DType::f64) {
-  Rng rng(1);
-  return make_layer(LayerSpec::parse(text, "test"), LayerContext{in, dtype, &rng, 0});
-}
 
 Tensor* buffer(Layer& layer, const std::string& name) {
   for (auto& [n, t] : layer.buffers())
@@ -40,7 +37,7 @@ void randomize_state(Layer& layer, Rng& rng) {
 }
 
 TEST(BatchNorm, ParamsAndBuffersStartAsIdentity) {
-  auto bn = build("batchnorm", {3, 2, 2});
+  auto bn = build_layer("batchnorm", {3, 2, 2});
   auto params = bn->params();
   ASSERT_EQ(params.size(), 2u);
   EXPECT_EQ(params[0]->name, "scale");
@@ -61,7 +58,7 @@ TEST(BatchNorm, ParamsAndBuffersStartAsIdentity) {
 
 TEST(BatchNorm, HandCheckedFeatures) {
   // One feature, batch {1, 3}: mean 2, biased var 1, unbiased var 2.
-  auto bn = build("batchnorm", {1});
+  auto bn = build_layer("batchnorm", {1});
   Tensor x({2, 1}, DType::f64);
   x.set(0, 1);
   x.set(1, 3);
@@ -83,7 +80,7 @@ TEST(BatchNorm, HandCheckedFeatures) {
 
 TEST(BatchNorm, TrainingNormalizesEachChannelOverBatchAndSpace) {
   Rng rng(2);
-  auto bn = build("batchnorm momentum=0.5 epsilon=1e-12", {3, 4, 5});
+  auto bn = build_layer("batchnorm momentum=0.5 epsilon=1e-12", {3, 4, 5});
   Tensor x = random_tensor({6, 3, 4, 5}, rng, DType::f64, 3.0);
   for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, x.at(i) + 10.0 * ((i / 20) % 3));  // channel offsets
   Tensor y = bn->forward(x, true);
@@ -108,7 +105,7 @@ TEST(BatchNorm, RunningStatsConvergeToPopulationStats) {
   // Repeated batches of the same data: running stats approach its mean and
   // unbiased variance geometrically, (1 - momentum)^k.
   Rng rng(4);
-  auto bn = build("batchnorm momentum=0.3", {2});
+  auto bn = build_layer("batchnorm momentum=0.3", {2});
   Tensor x = random_tensor({16, 2}, rng);
   for (int k = 0; k < 100; ++k) bn->forward(x, true);
   for (int f = 0; f < 2; ++f) {
@@ -123,20 +120,20 @@ TEST(BatchNorm, RunningStatsConvergeToPopulationStats) {
 
 TEST(BatchNorm, FiniteDifferencesTraining) {
   Rng rng(5);
-  auto conv = build("batchnorm", {3, 2, 3});
+  auto conv = build_layer("batchnorm", {3, 2, 3});
   randomize_state(*conv, rng);
   check_gradients(*conv, random_tensor({4, 3, 2, 3}, rng), true);
-  auto dense = build("batchnorm", {5});
+  auto dense = build_layer("batchnorm", {5});
   randomize_state(*dense, rng);
   check_gradients(*dense, random_tensor({6, 5}, rng), true);
 }
 
 TEST(BatchNorm, FiniteDifferencesInference) {
   Rng rng(6);
-  auto conv = build("batchnorm", {3, 2, 3});
+  auto conv = build_layer("batchnorm", {3, 2, 3});
   randomize_state(*conv, rng);
   check_gradients(*conv, random_tensor({4, 3, 2, 3}, rng), false);
-  auto dense = build("batchnorm", {5});
+  auto dense = build_layer("batchnorm", {5});
   randomize_state(*dense, rng);
   // A batch of one is fine without batch statistics.
   check_gradients(*dense, random_tensor({1, 5}, rng), false);
@@ -146,8 +143,8 @@ TEST(BatchNorm, Float32MatchesFloat64) {
   for (bool training : {true, false}) {
     SCOPED_TRACE(training ? "training" : "inference");
     Rng rng(7);
-    auto b64 = build("batchnorm", {4, 3, 3}, DType::f64);
-    auto b32 = build("batchnorm", {4, 3, 3}, DType::f32);
+    auto b64 = build_layer("batchnorm", {4, 3, 3}, DType::f64);
+    auto b32 = build_layer("batchnorm", {4, 3, 3}, DType::f32);
     randomize_state(*b64, rng);
     for (std::size_t i = 0; i < 2; ++i) b32->params()[i]->value.copy_from(b64->params()[i]->value.to(DType::f32));
     for (const char* name : {"running_mean", "running_var"}) buffer(*b32, name)->copy_from(buffer(*b64, name)->to(DType::f32));
@@ -171,11 +168,11 @@ TEST(BatchNorm, Float32MatchesFloat64) {
 }
 
 TEST(BatchNorm, Errors) {
-  EXPECT_THROW(build("batchnorm momentum=1.5", {3}), Error);
-  EXPECT_THROW(build("batchnorm epsilon=0", {3}), Error);
-  EXPECT_THROW(build("batchnorm", {3, 4}), Error);  // neither C x H x W nor F
-  EXPECT_THROW(build("batchnorm scale=1", {3}), Error);
-  auto bn = build("batchnorm", {3});
+  EXPECT_THROW(build_layer("batchnorm momentum=1.5", {3}), Error);
+  EXPECT_THROW(build_layer("batchnorm epsilon=0", {3}), Error);
+  EXPECT_THROW(build_layer("batchnorm", {3, 4}), Error);  // neither C x H x W nor F
+  EXPECT_THROW(build_layer("batchnorm scale=1", {3}), Error);
+  auto bn = build_layer("batchnorm", {3});
   EXPECT_THROW(bn->forward(Tensor({1, 3}, DType::f64), true), Error);  // one value per channel
   try {
     bn->forward(Tensor({4, 3}, DType::f32), true);

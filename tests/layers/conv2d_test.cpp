@@ -1,6 +1,8 @@
 // conv2d: the im2col + GEMM path against a plain-loop reference (forward and
 // backward) over many stride/padding combinations, chunked and threaded;
 // a hand-checked case; finite differences in float64; float32; spec errors.
+#include "layer_factory.h"
+#include "expect_error.h"
 #include "layers/conv2d.h"
 
 #include <gtest/gtest.h>
@@ -15,15 +17,11 @@
 namespace dlscale {
 namespace {
 
+using testing::build_layer;
+using testing::expect_error;
 using testing::check_gradients;
 using testing::expect_close;
 using testing::random_tensor;
-
-std::unique_ptr<Layer> make(const std::string& line, const Shape& input, DType dtype = DType::f64,
-                            std::uint64_t seed = 1) {
-  Rng rng(seed);  // factories use the stream only while building
-  return make_layer(LayerSpec::parse(line, "test"), LayerContext{input, dtype, &rng, 0});
-}
 
 Conv2d& as_conv(Layer& layer) { return dynamic_cast<Conv2d&>(layer); }
 
@@ -126,7 +124,7 @@ TEST(Conv2d, HandCheckedValidAndPadded) {
   Tensor x({1, 1, 3, 3}, DType::f64);
   for (int i = 0; i < 9; ++i) x.set(i, i + 1);
 
-  auto valid = make("conv2d filters=1 kernel=2", {1, 3, 3});
+  auto valid = build_layer("conv2d filters=1 kernel=2", {1, 3, 3});
   for (int i = 0; i < 4; ++i) valid->params()[0]->value.set(i, 1.0);
   valid->params()[1]->value.set(0, 0.5);
   Tensor y = valid->forward(x, true);
@@ -143,7 +141,7 @@ TEST(Conv2d, HandCheckedValidAndPadded) {
   for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(valid->params()[0]->grad.at(i), expect_dw[i]) << i;
   EXPECT_DOUBLE_EQ(valid->params()[1]->grad.at(0), 4.0);
 
-  auto padded = make("conv2d filters=1 kernel=3 padding=1 bias=false", {1, 3, 3});
+  auto padded = build_layer("conv2d filters=1 kernel=3 padding=1 bias=false", {1, 3, 3});
   for (int i = 0; i < 9; ++i) padded->params()[0]->value.set(i, 1.0);
   y = padded->forward(x, true);
   ASSERT_EQ(y.shape(), Shape({1, 1, 3, 3}));
@@ -154,7 +152,7 @@ TEST(Conv2d, HandCheckedValidAndPadded) {
 TEST(Conv2d, MatchesReference) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.attrs + " on " + to_string(c.input));
-    auto layer = make("conv2d " + c.attrs, c.input);
+    auto layer = build_layer("conv2d " + c.attrs, c.input);
     expect_matches_reference(*layer, c.input, 3, 1e-12, 11);
   }
 }
@@ -165,7 +163,7 @@ TEST(Conv2d, ChunkedBatchMatchesReference) {
   for (std::size_t limit : {std::size_t(1), std::size_t(0)}) {
     for (const Case& c : kCases) {
       SCOPED_TRACE(c.attrs + " limit " + std::to_string(limit));
-      auto layer = make("conv2d " + c.attrs, c.input);
+      auto layer = build_layer("conv2d " + c.attrs, c.input);
       const Conv2dGeometry& g = as_conv(*layer).geometry();
       const std::size_t per_sample = g.channels * g.kernel * g.kernel * g.out_height() * g.out_width() * 8;
       as_conv(*layer).set_max_scratch_bytes(limit ? limit : 2 * per_sample + 7);
@@ -179,7 +177,7 @@ TEST(Conv2d, ThreadedMatchesReference) {
   set_cpu_threads(4);  // more threads than cores is fine: this is about races, not speed
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.attrs);
-    auto layer = make("conv2d " + c.attrs, c.input);
+    auto layer = build_layer("conv2d " + c.attrs, c.input);
     expect_matches_reference(*layer, c.input, 6, 1e-12, 13);
   }
   set_cpu_threads(before);
@@ -188,7 +186,7 @@ TEST(Conv2d, ThreadedMatchesReference) {
 TEST(Conv2d, Float32MatchesReference) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.attrs);
-    auto layer = make("conv2d " + c.attrs, c.input, DType::f32);
+    auto layer = build_layer("conv2d " + c.attrs, c.input, DType::f32);
     EXPECT_EQ(layer->params()[0]->value.dtype(), DType::f32);
     expect_matches_reference(*layer, c.input, 3, 1e-5, 14);
   }
@@ -202,7 +200,7 @@ TEST(Conv2d, Gradients) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.attrs);
-    auto layer = make("conv2d " + c.attrs, c.input);
+    auto layer = build_layer("conv2d " + c.attrs, c.input);
     Rng rng(21);
     if (layer->params().size() > 1) layer->params()[1]->value.copy_from(random_tensor({layer->output_shape()[0]}, rng));
     Shape xs{2};
@@ -215,7 +213,7 @@ TEST(Conv2d, Gradients) {
 TEST(Conv2d, SkippingTheInputGradientKeepsParamGradients) {
   for (const char* line : {"conv2d filters=3 kernel=3 padding=same", "dense units=5"}) {
     SCOPED_TRACE(line);
-    auto full = make(line, {2, 4, 4}), first = make(line, {2, 4, 4});
+    auto full = build_layer(line, {2, 4, 4}), first = build_layer(line, {2, 4, 4});
     first->set_input_grad_needed(false);
     Rng rng(4);
     Tensor x = random_tensor({3, 2, 4, 4}, rng);
@@ -229,55 +227,46 @@ TEST(Conv2d, SkippingTheInputGradientKeepsParamGradients) {
 }
 
 TEST(Conv2d, OutputShapesAndParams) {
-  auto same = make("conv2d filters=8 kernel=3 stride=2 padding=same", {3, 7, 5});
+  auto same = build_layer("conv2d filters=8 kernel=3 stride=2 padding=same", {3, 7, 5});
   EXPECT_EQ(same->output_shape(), Shape({8, 4, 3}));  // ceil(7/2), ceil(5/2)
-  auto even = make("conv2d filters=1 kernel=4 padding=same", {1, 6, 6});
+  auto even = build_layer("conv2d filters=1 kernel=4 padding=same", {1, 6, 6});
   EXPECT_EQ(even->output_shape(), Shape({1, 6, 6}));
   const Conv2dGeometry& g = as_conv(*even).geometry();
   EXPECT_EQ(g.pad_top, 1);  // total padding 3: one on top, the odd one at the bottom
   EXPECT_EQ(g.pad_bottom, 2);
-  auto valid = make("conv2d filters=6 kernel=5", {1, 28, 28});
+  auto valid = build_layer("conv2d filters=6 kernel=5", {1, 28, 28});
   EXPECT_EQ(valid->output_shape(), Shape({6, 24, 24}));
   ASSERT_EQ(valid->params().size(), 2u);
   EXPECT_EQ(valid->params()[0]->value.shape(), Shape({6, 1, 5, 5}));
   EXPECT_EQ(valid->params()[0]->grad.shape(), Shape({6, 1, 5, 5}));
   EXPECT_EQ(valid->params()[1]->value.shape(), Shape({6}));
   EXPECT_FALSE(valid->params()[1]->regularize);
-  EXPECT_EQ(make("conv2d filters=6 kernel=5 bias=false", {1, 28, 28})->params().size(), 1u);
+  EXPECT_EQ(build_layer("conv2d filters=6 kernel=5 bias=false", {1, 28, 28})->params().size(), 1u);
 }
 
 TEST(Conv2d, HeNormalInitialization) {
-  auto layer = make("conv2d filters=64 kernel=3", {32, 8, 8});
+  auto layer = build_layer("conv2d filters=64 kernel=3", {32, 8, 8});
   const Tensor& w = layer->params()[0]->value;
   double sq = 0;
   for (std::int64_t i = 0; i < w.numel(); ++i) sq += w.at(i) * w.at(i);
   EXPECT_NEAR(std::sqrt(sq / static_cast<double>(w.numel())), std::sqrt(2.0 / (32 * 9)), 0.002);
 }
 
-void expect_error(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST(Conv2d, SpecErrors) {
-  expect_error([] { make("conv2d filters=4 kernel=3", {784}); }, "conv2d: needs a C×H×W input, got 784");
-  expect_error([] { make("conv2d filters=4 kernel=5", {1, 3, 3}); }, "kernel 5 larger than padded input 3x3");
-  expect_error([] { make("conv2d filters=4 kernel=5 padding=1", {1, 2, 8}); }, "kernel 5 larger than padded input 4x10");
-  expect_error([] { make("conv2d kernel=3", {1, 8, 8}); }, "missing attribute 'filters'");
-  expect_error([] { make("conv2d filters=0 kernel=3", {1, 8, 8}); }, "filters=0 must be at least 1");
-  expect_error([] { make("conv2d filters=2 kernel=3 stride=0", {1, 8, 8}); }, "stride=0 must be at least 1");
-  expect_error([] { make("conv2d filters=2 kernel=3 padding=valid", {1, 8, 8}); },
+  expect_error([] { build_layer("conv2d filters=4 kernel=3", {784}); }, "conv2d: needs a C×H×W input, got 784");
+  expect_error([] { build_layer("conv2d filters=4 kernel=5", {1, 3, 3}); }, "kernel 5 larger than padded input 3x3");
+  expect_error([] { build_layer("conv2d filters=4 kernel=5 padding=1", {1, 2, 8}); }, "kernel 5 larger than padded input 4x10");
+  expect_error([] { build_layer("conv2d kernel=3", {1, 8, 8}); }, "missing attribute 'filters'");
+  expect_error([] { build_layer("conv2d filters=0 kernel=3", {1, 8, 8}); }, "filters=0 must be at least 1");
+  expect_error([] { build_layer("conv2d filters=2 kernel=3 stride=0", {1, 8, 8}); }, "stride=0 must be at least 1");
+  expect_error([] { build_layer("conv2d filters=2 kernel=3 padding=valid", {1, 8, 8}); },
                "padding=valid must be a non-negative integer or 'same'");
-  expect_error([] { make("conv2d filters=2 kernel=3 padding=-1", {1, 8, 8}); }, "padding=-1 must be");
-  expect_error([] { make("conv2d filters=2 kernel=3 strides=2", {1, 8, 8}); }, "unknown attribute 'strides'");
+  expect_error([] { build_layer("conv2d filters=2 kernel=3 padding=-1", {1, 8, 8}); }, "padding=-1 must be");
+  expect_error([] { build_layer("conv2d filters=2 kernel=3 strides=2", {1, 8, 8}); }, "unknown attribute 'strides'");
 }
 
 TEST(Conv2d, ForwardErrors) {
-  auto layer = make("conv2d filters=2 kernel=3", {1, 5, 5});
+  auto layer = build_layer("conv2d filters=2 kernel=3", {1, 5, 5});
   Rng rng(1);
   expect_error([&] { layer->forward(random_tensor({2, 1, 5, 6}, rng), true); },
                "conv2d: expected input N×1x5x5, got 2x1x5x6");

@@ -5,21 +5,19 @@
 #include <cmath>
 #include <functional>
 
+#include "layer_factory.h"
+#include "expect_error.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
 
 namespace dlscale {
 namespace {
 
+using testing::build_layer;
+using testing::expect_error;
 using testing::check_gradients;
 using testing::expect_close;
 using testing::random_tensor;
-
-std::unique_ptr<Layer> make(const std::string& line, const Shape& input, DType dtype = DType::f64,
-                            std::uint64_t seed = 1) {
-  Rng rng(seed);  // factories use the stream only while building
-  return make_layer(LayerSpec::parse(line, "test"), LayerContext{input, dtype, &rng, 0});
-}
 
 Tensor filled(const Shape& shape, std::vector<double> values, DType dtype = DType::f64) {
   Tensor t(shape, dtype);
@@ -41,7 +39,7 @@ Tensor reference_dense(const Tensor& x, const Tensor& w, const Tensor* b) {
 }
 
 TEST(Dense, HandChecked) {
-  auto layer = make("dense units=2", {3});
+  auto layer = build_layer("dense units=2", {3});
   EXPECT_EQ(layer->output_shape(), Shape({2}));
   auto params = layer->params();
   ASSERT_EQ(params.size(), 2u);
@@ -63,7 +61,7 @@ TEST(Dense, HandChecked) {
 }
 
 TEST(Dense, FlattensMultiDimensionalSamples) {
-  auto layer = make("dense units=5", {2, 3, 2});
+  auto layer = build_layer("dense units=5", {2, 3, 2});
   EXPECT_EQ(layer->params()[0]->value.shape(), Shape({5, 12}));
   Rng rng(3);
   layer->params()[1]->value.copy_from(random_tensor({5}, rng));
@@ -76,21 +74,21 @@ TEST(Dense, FlattensMultiDimensionalSamples) {
 }
 
 TEST(Dense, GradientsWithBias) {
-  auto layer = make("dense units=4", {2, 3});
+  auto layer = build_layer("dense units=4", {2, 3});
   Rng rng(5);
   layer->params()[1]->value.copy_from(random_tensor({4}, rng));
   check_gradients(*layer, random_tensor({3, 2, 3}, rng));
 }
 
 TEST(Dense, GradientsWithoutBias) {
-  auto layer = make("dense units=3 bias=false", {5});
+  auto layer = build_layer("dense units=3 bias=false", {5});
   ASSERT_EQ(layer->params().size(), 1u);
   Rng rng(6);
   check_gradients(*layer, random_tensor({4, 5}, rng));
 }
 
 TEST(Dense, BackwardOverwritesGradients) {
-  auto layer = make("dense units=3", {4});
+  auto layer = build_layer("dense units=3", {4});
   Rng rng(8);
   Tensor x = random_tensor({2, 4}, rng), dy = random_tensor({2, 3}, rng);
   layer->forward(x, true);
@@ -102,7 +100,7 @@ TEST(Dense, BackwardOverwritesGradients) {
 }
 
 TEST(Dense, Float32MatchesFloat64Reference) {
-  auto layer = make("dense units=7", {9}, DType::f32);
+  auto layer = build_layer("dense units=7", {9}, DType::f32);
   EXPECT_EQ(layer->params()[0]->value.dtype(), DType::f32);
   Rng rng(9);
   layer->params()[1]->value.copy_from(random_tensor({7}, rng, DType::f32));
@@ -118,7 +116,7 @@ TEST(Dense, Float32MatchesFloat64Reference) {
 }
 
 TEST(Dense, HeNormalInitialization) {
-  auto layer = make("dense units=100", {500});
+  auto layer = build_layer("dense units=100", {500});
   const Param& w = *layer->params()[0];
   const Param& b = *layer->params()[1];
   double sum = 0, sq = 0;
@@ -132,28 +130,19 @@ TEST(Dense, HeNormalInitialization) {
   EXPECT_EQ(w.grad.shape(), w.value.shape());
   EXPECT_EQ(b.grad.shape(), b.value.shape());
   // Same seed, same weights: runs are reproducible.
-  auto again = make("dense units=100", {500});
+  auto again = build_layer("dense units=100", {500});
   expect_close(again->params()[0]->value, w.value, 0, "weights from the same seed");
 }
 
-void expect_error(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST(Dense, SpecErrors) {
-  expect_error([] { make("dense", {4}); }, "missing attribute 'units'");
-  expect_error([] { make("dense units=0", {4}); }, "units=0 must be at least 1");
-  expect_error([] { make("dense units=3 biass=false", {4}); }, "unknown attribute 'biass'");
-  expect_error([] { make("dense units=3 bias=maybe", {4}); }, "bias=maybe is not true or false");
+  expect_error([] { build_layer("dense", {4}); }, "missing attribute 'units'");
+  expect_error([] { build_layer("dense units=0", {4}); }, "units=0 must be at least 1");
+  expect_error([] { build_layer("dense units=3 biass=false", {4}); }, "unknown attribute 'biass'");
+  expect_error([] { build_layer("dense units=3 bias=maybe", {4}); }, "bias=maybe is not true or false");
 }
 
 TEST(Dense, ForwardErrors) {
-  auto layer = make("dense units=3", {4});
+  auto layer = build_layer("dense units=3", {4});
   Rng rng(1);
   expect_error([&] { layer->forward(random_tensor({2, 5}, rng), true); }, "dense: expected input N×4, got 2x5");
   expect_error([&] { layer->forward(random_tensor({2, 4}, rng, DType::f32), true); },

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "layer_factory.h"
 #include "layers/dropout.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
@@ -11,14 +12,9 @@
 namespace dlscale {
 namespace {
 
+using testing::build_layer;
 using testing::check_gradients;
 using testing::random_tensor;
-
-std::unique_ptr<Layer> build(const std::string& text, const Shape& in, DType dtype = DType::f64,
-                             std::uint64_t seed = 1) {
-  Rng rng(seed);
-  return make_layer(LayerSpec::parse(text, "test"), LayerContext{in, dtype, &rng, 0});
-}
 
 Tensor ones(const Shape& shape, DType dtype) {
   Tensor t(shape, dtype);
@@ -30,7 +26,7 @@ TEST(Dropout, KeepsAboutOneMinusRateAndScalesKeptUnits) {
   for (DType dtype : {DType::f64, DType::f32}) {
     for (double rate : {0.25, 0.5, 0.9}) {
       SCOPED_TRACE(to_string(dtype) + " rate " + std::to_string(rate));
-      auto layer = build("dropout rate=" + std::to_string(rate), {100, 10}, dtype);
+      auto layer = build_layer("dropout rate=" + std::to_string(rate), {100, 10}, dtype);
       Tensor x = ones({20, 100, 10}, dtype);
       Tensor y = layer->forward(x, true);
       EXPECT_EQ(y.dtype(), dtype);
@@ -53,7 +49,7 @@ TEST(Dropout, KeepsAboutOneMinusRateAndScalesKeptUnits) {
 
 TEST(Dropout, HandChecked) {
   // rate 0.5: every output is 0 or 2x, and the mean is kept in expectation.
-  auto layer = build("dropout", {4});
+  auto layer = build_layer("dropout", {4});
   Tensor x({1, 4}, DType::f64);
   for (int i = 0; i < 4; ++i) x.set(i, i + 1.0);
   Tensor y = layer->forward(x, true);
@@ -62,7 +58,7 @@ TEST(Dropout, HandChecked) {
 
 TEST(Dropout, InferenceIsIdentity) {
   Rng rng(2);
-  auto layer = build("dropout rate=0.7", {3, 4});
+  auto layer = build_layer("dropout rate=0.7", {3, 4});
   Tensor x = random_tensor({5, 3, 4}, rng);
   Tensor y = layer->forward(x, false);
   Tensor dy = random_tensor(y.shape(), rng);
@@ -71,13 +67,13 @@ TEST(Dropout, InferenceIsIdentity) {
     ASSERT_EQ(y.at(i), x.at(i));
     ASSERT_EQ(dx.at(i), dy.at(i));
   }
-  auto zero_rate = build("dropout rate=0", {3, 4});
+  auto zero_rate = build_layer("dropout rate=0", {3, 4});
   Tensor yz = zero_rate->forward(x, true);
   for (std::int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(yz.at(i), x.at(i));
 }
 
 TEST(Dropout, FreshMaskPerForwardUnlessFrozen) {
-  auto layer = build("dropout", {1000});
+  auto layer = build_layer("dropout", {1000});
   Tensor x = ones({2, 1000}, DType::f64);
   Tensor a = layer->forward(x, true);
   Tensor b = layer->forward(x, true);
@@ -95,9 +91,9 @@ TEST(Dropout, FreshMaskPerForwardUnlessFrozen) {
 
 TEST(Dropout, SameSeedSameMasks) {
   Tensor x = ones({4, 64}, DType::f64);
-  Tensor a = build("dropout", {64}, DType::f64, 11)->forward(x, true);
-  Tensor b = build("dropout", {64}, DType::f64, 11)->forward(x, true);
-  Tensor c = build("dropout", {64}, DType::f64, 12)->forward(x, true);
+  Tensor a = build_layer("dropout", {64}, DType::f64, 11)->forward(x, true);
+  Tensor b = build_layer("dropout", {64}, DType::f64, 11)->forward(x, true);
+  Tensor c = build_layer("dropout", {64}, DType::f64, 12)->forward(x, true);
   std::int64_t differ = 0;
   for (std::int64_t i = 0; i < a.numel(); ++i) {
     ASSERT_EQ(a.at(i), b.at(i));
@@ -108,7 +104,7 @@ TEST(Dropout, SameSeedSameMasks) {
 
 TEST(Dropout, FiniteDifferences) {
   Rng rng(3);
-  auto layer = build("dropout rate=0.3", {2, 3, 3});
+  auto layer = build_layer("dropout rate=0.3", {2, 3, 3});
   dynamic_cast<Dropout&>(*layer).freeze_mask(true);
   Tensor x = random_tensor({3, 2, 3, 3}, rng);
   check_gradients(*layer, x, true);
@@ -117,14 +113,14 @@ TEST(Dropout, FiniteDifferences) {
 
 TEST(Dropout, Errors) {
   try {
-    build("dropout rate=1.5", {3});
+    build_layer("dropout rate=1.5", {3});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rate must be in [0, 1), got 1.5"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(build("dropout rate=1", {3}), Error);
-  EXPECT_THROW(build("dropout rate=-0.1", {3}), Error);
-  auto layer = build("dropout", {3}, DType::f32);
+  EXPECT_THROW(build_layer("dropout rate=1", {3}), Error);
+  EXPECT_THROW(build_layer("dropout rate=-0.1", {3}), Error);
+  auto layer = build_layer("dropout", {3}, DType::f32);
   EXPECT_THROW(layer->forward(Tensor({2, 3}, DType::f64), true), Error);
   EXPECT_THROW(layer->backward(Tensor({2, 3}, DType::f32)), Error);  // before any forward
 }

@@ -4,23 +4,22 @@
 
 #include <functional>
 
+#include "layer_factory.h"
+#include "expect_error.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
 
 namespace dlscale {
 namespace {
 
+using testing::build_layer;
+using testing::expect_error;
 using testing::check_gradients;
 using testing::expect_close;
 using testing::random_tensor;
 
-std::unique_ptr<Layer> make(const std::string& line, const Shape& input) {
-  Rng rng(1);
-  return make_layer(LayerSpec::parse(line, "test"), LayerContext{input, DType::f64, &rng, 0});
-}
-
 TEST(Flatten, ShapesAndValues) {
-  auto layer = make("flatten", {2, 3, 4});
+  auto layer = build_layer("flatten", {2, 3, 4});
   EXPECT_EQ(layer->output_shape(), Shape({24}));
   EXPECT_TRUE(layer->params().empty());
   Rng rng(2);
@@ -35,7 +34,7 @@ TEST(Flatten, ShapesAndValues) {
 }
 
 TEST(Flatten, VectorInputIsUnchanged) {
-  auto layer = make("flatten", {7});
+  auto layer = build_layer("flatten", {7});
   EXPECT_EQ(layer->output_shape(), Shape({7}));
   Rng rng(3);
   Tensor x = random_tensor({2, 7}, rng);
@@ -43,13 +42,13 @@ TEST(Flatten, VectorInputIsUnchanged) {
 }
 
 TEST(Flatten, Gradients) {
-  auto layer = make("flatten", {2, 2, 3});
+  auto layer = build_layer("flatten", {2, 2, 3});
   Rng rng(4);
   check_gradients(*layer, random_tensor({3, 2, 2, 3}, rng));
 }
 
 TEST(Flatten, Float32) {
-  auto layer = make("flatten", {3, 2});
+  auto layer = build_layer("flatten", {3, 2});
   Rng rng(5);
   Tensor x = random_tensor({4, 3, 2}, rng, DType::f32);
   Tensor y = layer->forward(x, true);
@@ -58,18 +57,9 @@ TEST(Flatten, Float32) {
   EXPECT_EQ(layer->backward(random_tensor({4, 6}, rng, DType::f32)).shape(), x.shape());
 }
 
-void expect_error(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST(Flatten, Errors) {
-  expect_error([] { make("flatten dims=2", {2, 3}); }, "unknown attribute 'dims'");
-  auto layer = make("flatten", {2, 3});
+  expect_error([] { build_layer("flatten dims=2", {2, 3}); }, "unknown attribute 'dims'");
+  auto layer = build_layer("flatten", {2, 3});
   Rng rng(6);
   expect_error([&] { layer->forward(random_tensor({4, 3, 2}, rng), true); }, "flatten: expected input N×2x3, got 4x3x2");
   layer->forward(random_tensor({4, 2, 3}, rng), true);

@@ -7,6 +7,8 @@
 #include <functional>
 #include <limits>
 
+#include "layer_factory.h"
+#include "expect_error.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
 #include "runtime/blas.h"
@@ -14,14 +16,11 @@
 namespace dlscale {
 namespace {
 
+using testing::build_layer;
+using testing::expect_error;
 using testing::check_gradients;
 using testing::expect_close;
 using testing::random_tensor;
-
-std::unique_ptr<Layer> make(const std::string& line, const Shape& input) {
-  Rng rng(1);
-  return make_layer(LayerSpec::parse(line, "test"), LayerContext{input, DType::f64, &rng, 0});
-}
 
 Tensor filled(const Shape& shape, std::vector<double> values) {
   Tensor t(shape, DType::f64);
@@ -69,7 +68,7 @@ TEST(Pool2d, MatchesReference) {
     for (const char* kind : {"maxpool", "avgpool"}) {
       for (const Case& c : kCases) {
         SCOPED_TRACE(std::string(kind) + " " + attrs(c) + " threads " + std::to_string(threads));
-        auto layer = make(std::string(kind) + " " + attrs(c), {3, 7, 6});
+        auto layer = build_layer(std::string(kind) + " " + attrs(c), {3, 7, 6});
         Rng rng(4);
         Tensor x = random_tensor({2, 3, 7, 6}, rng);
         Tensor y = layer->forward(x, true);
@@ -82,7 +81,7 @@ TEST(Pool2d, MatchesReference) {
 }
 
 TEST(Pool2d, MaxHandChecked) {
-  auto layer = make("maxpool size=2", {1, 4, 4});
+  auto layer = build_layer("maxpool size=2", {1, 4, 4});
   EXPECT_EQ(layer->output_shape(), Shape({1, 2, 2}));
   Tensor x = filled({1, 1, 4, 4}, {1, 5, 2, 0,  //
                                    3, 4, 8, 1,  //
@@ -99,13 +98,13 @@ TEST(Pool2d, MaxHandChecked) {
 
 TEST(Pool2d, MaxIgnoresPadding) {
   // All-negative input: were padded zeros counted, the edge windows would give 0.
-  auto layer = make("maxpool size=3 stride=1 padding=1", {1, 2, 2});
+  auto layer = build_layer("maxpool size=3 stride=1 padding=1", {1, 2, 2});
   Tensor y = layer->forward(filled({1, 1, 2, 2}, {-4, -3, -2, -1}), true);
   for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(y.at(i), -1.0) << i;
 }
 
 TEST(Pool2d, AverageHandCheckedCountsPadding) {
-  auto plain = make("avgpool size=2", {1, 2, 4});
+  auto plain = build_layer("avgpool size=2", {1, 2, 4});
   Tensor y = plain->forward(filled({1, 1, 2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}), true);
   ASSERT_EQ(y.shape(), Shape({1, 1, 1, 2}));
   EXPECT_DOUBLE_EQ(y.at(0), 3.5);
@@ -115,7 +114,7 @@ TEST(Pool2d, AverageHandCheckedCountsPadding) {
   for (int i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(dx.at(i), expect_dx[i]) << i;
 
   // 3x3 ones, size 3, padding 1: a corner window holds 4 real ones of 9, an edge 6, the center 9.
-  auto padded = make("avgpool size=3 stride=1 padding=1", {1, 3, 3});
+  auto padded = build_layer("avgpool size=3 stride=1 padding=1", {1, 3, 3});
   y = padded->forward(filled({1, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}), true);
   const double expect_y[] = {4, 6, 4, 6, 9, 6, 4, 6, 4};
   for (int i = 0; i < 9; ++i) EXPECT_DOUBLE_EQ(y.at(i), expect_y[i] / 9.0) << i;
@@ -126,7 +125,7 @@ TEST(Pool2d, Gradients) {
   for (const char* kind : {"maxpool", "avgpool"}) {
     for (const Case& c : {Case{2, 2, 0}, Case{3, 2, 1}, Case{3, 1, 1}}) {
       SCOPED_TRACE(std::string(kind) + " " + attrs(c));
-      auto layer = make(std::string(kind) + " " + attrs(c), {2, 5, 4});
+      auto layer = build_layer(std::string(kind) + " " + attrs(c), {2, 5, 4});
       Rng rng(9);
       check_gradients(*layer, random_tensor({2, 2, 5, 4}, rng));
     }
@@ -136,7 +135,7 @@ TEST(Pool2d, Gradients) {
 TEST(Pool2d, Float32) {
   for (const char* kind : {"maxpool", "avgpool"}) {
     SCOPED_TRACE(kind);
-    auto layer = make(std::string(kind) + " size=3 stride=2 padding=1", {2, 6, 6});
+    auto layer = build_layer(std::string(kind) + " size=3 stride=2 padding=1", {2, 6, 6});
     Rng rng(5);
     Tensor x = random_tensor({3, 2, 6, 6}, rng, DType::f32);
     Tensor y = layer->forward(x, true);
@@ -149,24 +148,15 @@ TEST(Pool2d, Float32) {
   }
 }
 
-void expect_error(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST(Pool2d, SpecErrors) {
-  expect_error([] { make("maxpool size=2", {784}); }, "maxpool: needs a C×H×W input, got 784");
-  expect_error([] { make("avgpool size=4", {1, 3, 3}); }, "avgpool: size 4 larger than padded input 3x3");
-  expect_error([] { make("maxpool size=2 padding=2", {1, 8, 8}); }, "padding=2 must be between 0 and size-1 = 1");
-  expect_error([] { make("maxpool size=0", {1, 8, 8}); }, "size=0 must be at least 1");
-  expect_error([] { make("maxpool size=2 stride=0", {1, 8, 8}); }, "stride=0 must be at least 1");
-  expect_error([] { make("maxpool stride=2", {1, 8, 8}); }, "missing attribute 'size'");
-  expect_error([] { make("avgpool size=2 kernel=2", {1, 8, 8}); }, "unknown attribute 'kernel'");
-  auto layer = make("maxpool size=2", {1, 4, 4});
+  expect_error([] { build_layer("maxpool size=2", {784}); }, "maxpool: needs a C×H×W input, got 784");
+  expect_error([] { build_layer("avgpool size=4", {1, 3, 3}); }, "avgpool: size 4 larger than padded input 3x3");
+  expect_error([] { build_layer("maxpool size=2 padding=2", {1, 8, 8}); }, "padding=2 must be between 0 and size-1 = 1");
+  expect_error([] { build_layer("maxpool size=0", {1, 8, 8}); }, "size=0 must be at least 1");
+  expect_error([] { build_layer("maxpool size=2 stride=0", {1, 8, 8}); }, "stride=0 must be at least 1");
+  expect_error([] { build_layer("maxpool stride=2", {1, 8, 8}); }, "missing attribute 'size'");
+  expect_error([] { build_layer("avgpool size=2 kernel=2", {1, 8, 8}); }, "unknown attribute 'kernel'");
+  auto layer = build_layer("maxpool size=2", {1, 4, 4});
   Rng rng(1);
   expect_error([&] { layer->forward(random_tensor({2, 4, 4}, rng), true); }, "maxpool: expected input N×1x4x4, got 2x4x4");
 }

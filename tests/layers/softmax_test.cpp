@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "layer_factory.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
 #include "layers/softmax.h"
@@ -13,13 +14,9 @@
 namespace dlscale {
 namespace {
 
+using testing::build_layer;
 using testing::check_gradients;
 using testing::random_tensor;
-
-std::unique_ptr<Layer> build(const std::string& text, const Shape& in, DType dtype = DType::f64) {
-  Rng rng(1);
-  return make_layer(LayerSpec::parse(text, "test"), LayerContext{in, dtype, &rng, 0});
-}
 
 Tensor values(Shape shape, std::initializer_list<double> v, DType dtype = DType::f64) {
   Tensor t(std::move(shape), dtype);
@@ -41,7 +38,7 @@ TEST(Softmax, HandChecked) {
       EXPECT_NEAR(p.at(j), (j + 1) / 6.0, tol);
       EXPECT_NEAR(p.at(3 + j), 1 / 3.0, tol);
     }
-    auto layer = build("softmax", {3}, dtype);
+    auto layer = build_layer("softmax", {3}, dtype);
     Tensor y = layer->forward(z, true);
     for (int i = 0; i < 6; ++i) EXPECT_EQ(y.at(i), p.at(i));
     // dy = e_2 on row 0: dx = p ⊙ (e_2 - p_2) = (-1/12, -2/12, 3/12).
@@ -55,7 +52,7 @@ TEST(Softmax, HandChecked) {
 
 TEST(Softmax, LayerFiniteDifferences) {
   Rng rng(2);
-  auto layer = build("softmax", {7});
+  auto layer = build_layer("softmax", {7});
   check_gradients(*layer, random_tensor({4, 7}, rng, DType::f64, 2.0));
 }
 
@@ -151,8 +148,8 @@ TEST(SoftmaxCrossEntropy, Errors) {
   const std::int32_t good[] = {0, 2};
   EXPECT_THROW(softmax_cross_entropy(z, good, 0.0, dz), Error);
   EXPECT_THROW(softmax_cross_entropy_eval(Tensor({2, 3, 1}, DType::f64), good), Error);
-  EXPECT_THROW(build("softmax", {3, 4, 4}), Error);
-  auto layer = build("softmax", {3}, DType::f32);
+  EXPECT_THROW(build_layer("softmax", {3, 4, 4}), Error);
+  auto layer = build_layer("softmax", {3}, DType::f32);
   EXPECT_THROW(layer->forward(z, true), Error);  // float64 input to a float32 layer
 }
 
