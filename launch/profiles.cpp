@@ -91,6 +91,12 @@ const std::vector<Key>& keys() {
       {"stage-data", true, false, [](Profile& p, const Place& at, const std::string& v) { p.stage_data = boolean(at, "stage-data", v); }},
       {"stage-dir", true, false, [](Profile& p, const Place&, const std::string& v) { p.stage_dir = v; }},
       {"data-root", false, false, [](Profile& p, const Place&, const std::string& v) { p.data_root = v; }},
+      {"signal-lead", true, false,
+       [](Profile& p, const Place& at, const std::string& v) {
+         p.signal_lead = positive_int(at, "signal-lead", v, 0);
+         if (p.signal_lead > 65535)  // sbatch's limit for --signal's @time
+           throw UsageError(at.where() + "signal-lead = " + v + ": at most 65535 seconds");
+       }},
   };
   return table;
 }

@@ -31,6 +31,10 @@ struct Profile {
   // Where data lives: relative dataset paths of a submitted config are taken
   // from here ("~" is the user's home) instead of the submit folder.
   std::string data_root;
+  // Seconds before the time limit at which Slurm sends USR1 to the ranks
+  // (#SBATCH --signal), so they stop at a checkpoint and the job requeues
+  // itself; 0: no --signal line.
+  int signal_lead = 120;
 
   bool is_slurm() const { return type == "slurm"; }
 };

@@ -37,7 +37,8 @@ void check_values(const ScriptSpec& s) {
   for (const auto* v : {&p.partition, &p.account, &p.qos, &p.time, &p.gpu_bind, &p.mpi, &p.name})
     require_printable(*v, "profile " + p.name + " value '" + *v + "'");
   for (const auto& m : p.modules) require_printable(m, "module " + m);
-  for (const auto& a : s.train_args) require_printable(a, "train option '" + a + "'");
+  for (const auto* args : {&s.checkpoint_defaults, &s.train_args})
+    for (const auto& a : *args) require_printable(a, "train option '" + a + "'");
   for (const auto& d : s.staged) require_printable(d.source, d.option + " " + d.source);
   if (!p.is_slurm() && !s.staged.empty())
     throw UsageError("data staging needs a slurm profile (" + p.name + " runs on this machine, where data is local already)");
@@ -63,6 +64,11 @@ void sbatch_directives(std::ostream& out, const ScriptSpec& s) {
       {"partition", &p.partition}, {"account", &p.account}, {"qos", &p.qos}, {"time", &p.time}};
   for (const auto& [option, value] : named)
     if (!value->empty()) out << "#SBATCH --" << option << "=" << sbatch_quote(*value) << "\n";
+  // Preemption (before the profile's own options, which win when they repeat
+  // one): USR1 goes to the ranks, not B: to this script, and the script
+  // requeues the job; log.txt is appended to by every start.
+  out << "#SBATCH --requeue\n#SBATCH --open-mode=append\n";
+  if (p.signal_lead > 0) out << "#SBATCH --signal=USR1@" << p.signal_lead << "\n";
   for (const auto& o : p.sbatch_options) out << sbatch_option_line(o);
 }
 
@@ -81,14 +87,27 @@ void prologue(std::ostream& out, const ScriptSpec& s) {
          "trap 'status=$?; echo \"$status\" >\"$task_dir/exit-status.tmp\"; "
          "mv -f \"$task_dir/exit-status.tmp\" \"$task_dir/exit-status\"' EXIT\n"
          "# A cancel or the time limit sends TERM: leave through the EXIT trap.\n"
-         "trap 'exit 143' TERM\n"
-         "date -u +%Y-%m-%dT%H:%M:%SZ >\"$task_dir/started\"\n\n";
+         "trap 'exit 143' TERM\n";
+  if (s.profile.is_slurm())
+    out << "# USR1 (--signal, scancel --signal=USR1) is for the ranks, which stop at a checkpoint: carry on.\n"
+           "trap : USR1\n"
+           "# A requeued job starts here again: the previous start's exit status is history.\n"
+           "rm -f \"$task_dir/exit-status\"\n"
+           "[ -z \"${SLURM_RESTART_COUNT:-}\" ] || echo \"dlscale: started again after a requeue "
+           "(restart $SLURM_RESTART_COUNT)\"\n";
+  out << "date -u +%Y-%m-%dT%H:%M:%SZ >\"$task_dir/started\"\n\n";
   out << "cd " << shell_quote(s.submit_dir) << "\n";
   if (!s.profile.modules.empty()) {
     out << "module load";
     for (const auto& m : s.profile.modules) out << " " << shell_quote(m);
     out << "\n";
   }
+  if (s.profile.is_slurm())
+    out << "# A requeue after the training finished (model.h5 is written last) has nothing left to do.\n"
+           "if [ -e \"$task_dir/run/model.h5\" ]; then\n"
+           "  echo \"dlscale: $task_dir/run has finished already\"\n"
+           "  exit 0\n"
+           "fi\n";
 }
 
 // Copies each dataset folder once per node; returns the train options that
@@ -129,9 +148,24 @@ void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::s
     out << " " << shell_quote(s.dlscale);
   }
   out << " train \"$task_dir/config.ini\" --output \"$task_dir/run\"";
+  // A fresh start finds no checkpoint and starts from the beginning.
+  if (p.is_slurm()) out << " --resume auto";
+  for (const auto& a : s.checkpoint_defaults) out << " " << shell_quote(a);
   for (const auto& o : staged_options) out << " " << o;
   for (const auto& a : s.train_args) out << " " << shell_quote(a);
-  out << (staged_options.empty() ? "\n" : " || status=$?\n");
+  out << (p.is_slurm() ? " || status=$?\n" : "\n");
+}
+
+// Exit code 3 (kPreemptedExitCode): the ranks stopped at a checkpoint.
+void requeue_when_preempted(std::ostream& out) {
+  out << "# Exit code 3: preempted, stopped at a checkpoint. The job requeues itself and\n"
+         "# its next start resumes (--resume auto); the requeue's TERM is not an error.\n"
+         "if [ \"$status\" -eq 3 ]; then\n"
+         "  trap '' TERM\n"
+         "  echo \"dlscale: preempted; requeueing Slurm job $SLURM_JOB_ID to resume from the checkpoint\"\n"
+         "  scontrol requeue \"$SLURM_JOB_ID\" || echo \"dlscale: scontrol requeue failed: resubmit the job to resume it\" >&2\n"
+         "fi\n"
+         "exit \"$status\"\n";
 }
 
 }  // namespace
@@ -146,11 +180,10 @@ std::string job_script(const ScriptSpec& s) {
   if (s.profile.is_slurm()) sbatch_directives(out, s);
   prologue(out, s);
   auto staged_options = staging(out, s);
-  if (!staged_options.empty()) out << "status=0\n";
+  if (s.profile.is_slurm()) out << "status=0\n";
   train_line(out, s, staged_options);
-  if (!staged_options.empty())
-    out << "\"${per_node[@]}\" rm -rf \"$stage\" || true\n"
-        << "exit \"$status\"\n";
+  if (!staged_options.empty()) out << "\"${per_node[@]}\" rm -rf \"$stage\" || true\n";
+  if (s.profile.is_slurm()) requeue_when_preempted(out);
   return out.str();
 }
 

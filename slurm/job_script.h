@@ -6,6 +6,12 @@
 //   JOB/started       when it began          JOB/exit-status  its exit code, at the end
 // A job array (a sweep) has one TASK folder per config, JOB/trials/<i>/, each
 // holding config.ini, run/, log.txt, started and exit-status.
+//
+// A Slurm job is preemption-ready: #SBATCH --signal=USR1@<signal-lead> asks
+// the ranks to stop at a checkpoint before the time limit, training always
+// runs with --resume auto, and when it exits with code 3 (stopped at a
+// checkpoint by USR1 or TERM) the script requeues its own job, whose next
+// start resumes. --open-mode=append keeps log.txt across the starts.
 #pragma once
 
 #include <string>
@@ -31,6 +37,7 @@ struct ScriptSpec {
   int array_size = 0;    // 0: one training; N: a job array of N tasks, one per trials/<i>/config.ini
   int array_parallel = 0;  // at most this many array tasks at once (0: no limit)
   std::vector<DataFolder> staged;  // copied to node-local storage first (slurm only)
+  Args checkpoint_defaults;  // slurm: train options that turn on periodic checkpoints when the config has none
   Args train_args;       // extra `dlscale train` options
 };
 

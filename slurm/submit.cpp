@@ -36,12 +36,49 @@ std::string option_value(const Args& args, const std::string& name) {
   return value;
 }
 
-void check_train_args(const Args& args) {
-  for (const auto& a : args)
+void check_train_args(const Args& args, bool slurm) {
+  for (const auto& a : args) {
     for (const char* reserved : {"--output", "--config"})
       if (a == reserved || a.rfind(std::string(reserved) + "=", 0) == 0)
         throw UsageError(std::string("submit: ") + reserved +
                          " is set by the job (the run directory is JOB/run); leave it out of the train options");
+    if (slurm && (a == "--resume" || a.rfind("--resume=", 0) == 0))
+      throw UsageError("submit: --resume is set by the job (--resume auto, so a requeued job continues from its "
+                       "checkpoint); leave it out of the train options");
+  }
+}
+
+// The keys a config file sets (comments stripped as the train config reader does).
+std::map<std::string, std::string> config_entries(const std::string& config) {
+  std::map<std::string, std::string> entries;
+  std::ifstream in(config);
+  for (std::string line; std::getline(in, line);) {
+    line = trim(line.substr(0, line.find('#')));
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    if (!value.empty()) entries[key] = value;
+  }
+  return entries;
+}
+
+// Periodic checkpoints for a Slurm job whose configs and options choose none,
+// so a job killed without warning (node failure, a preemption grace time
+// shorter than a step) loses at most this much; a signal always checkpoints.
+const char* kDefaultCheckpointMinutes = "30";
+const char* kDefaultCheckpointKeep = "2";
+
+Args checkpoint_defaults(const JobRequest& r) {
+  auto set_anywhere = [&](const std::string& key) {
+    if (!option_value(r.train_args, key).empty()) return true;
+    for (const auto& c : r.configs)
+      if (config_entries(c).count(key)) return true;
+    return false;
+  };
+  if (set_anywhere("checkpoint-frequency") || set_anywhere("checkpoint-minutes")) return {};
+  Args args = {"--checkpoint-minutes", kDefaultCheckpointMinutes};
+  if (!set_anywhere("checkpoint-keep")) args.insert(args.end(), {"--checkpoint-keep", kDefaultCheckpointKeep});
+  return args;
 }
 
 void write_file(const fs::path& p, const std::string& text, bool executable = false) {
@@ -79,16 +116,9 @@ std::vector<DataFolder> staged_folders(const JobRequest& r, const std::string& c
 }  // namespace
 
 std::vector<DataFolder> data_folders(const std::string& config, const Args& train_args, const std::string& base) {
-  std::map<std::string, std::string> found;
-  std::ifstream in(config);
-  for (std::string line; std::getline(in, line);) {
-    line = trim(line.substr(0, line.find('#')));  // comments as the train config reader takes them
-    auto eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
-    for (const char* option : kDataOptions)
-      if (key == option && !value.empty()) found[key] = value;
-  }
+  std::map<std::string, std::string> found, entries = config_entries(config);
+  for (const char* option : kDataOptions)
+    if (auto it = entries.find(option); it != entries.end()) found[option] = it->second;
   for (const char* option : kDataOptions)
     if (auto v = option_value(train_args, option); !v.empty()) found[option] = v;
   std::vector<DataFolder> folders;
@@ -123,7 +153,7 @@ JobRecord submit_job(const JobRequest& r) {
   if (r.configs.empty()) throw UsageError("submit: no config file");
   for (const auto& c : r.configs)
     if (!fs::is_regular_file(c)) throw UsageError("submit: cannot open config file " + c);
-  check_train_args(r.train_args);
+  check_train_args(r.train_args, r.profile.is_slurm());
   const bool array = r.as_array || r.configs.size() > 1;
   if (array && !r.profile.is_slurm() && !r.dry_run)
     throw UsageError("submit: a local job array is started task by task (bash JOB/job.sh INDEX), not by submit_job");
@@ -135,6 +165,7 @@ JobRecord submit_job(const JobRequest& r) {
   spec.dlscale = r.dlscale.empty() ? self_executable() : r.dlscale;
   spec.array_size = array ? static_cast<int>(r.configs.size()) : 0;
   spec.array_parallel = r.array_parallel;
+  if (r.profile.is_slurm()) spec.checkpoint_defaults = checkpoint_defaults(r);
   // Relative dataset paths: from the profile's data root, else the submit folder.
   const std::string data_base =
       r.profile.data_root.empty() ? cwd : fs::absolute(expand_home(r.profile.data_root)).string();

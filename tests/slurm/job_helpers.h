@@ -91,6 +91,24 @@ class JobsTest : public ::testing::Test {
   fs::path dir;
 };
 
+#ifdef DLSCALE_TEST_CLUSTER_DIR
+// Starts the one-node test cluster (idempotent: the CTest fixture has usually
+// started it) and points Slurm's commands at it. Returns why it is not usable,
+// with the daemon logs, or empty.
+inline std::string start_test_cluster() {
+  const fs::path cluster = DLSCALE_TEST_CLUSTER_DIR;
+  fs::create_directories(cluster);
+  RunResult r = run_command(std::string(DLSCALE_TEST_CLUSTER_SCRIPT) + " start " + cluster.string(), cluster);
+  if (r.exit_code != 0)
+    return "the test cluster did not start (" DLSCALE_TEST_CLUSTER_SCRIPT " start " + cluster.string() + "):\n" + r.out +
+           r.err;
+  setenv("SLURM_CONF", (cluster / "slurm.conf").string().c_str(), 1);
+  // Ranks on a node that claims more CPUs than it has: yield instead of spinning.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
+  return "";
+}
+#endif
+
 // The hostile job name of the issue, and the file it would create if any
 // part of it ran.
 inline const char* kHostileName = "'; touch /tmp/pwned #";

@@ -1,14 +1,19 @@
 // Generated job scripts against golden files (tests/slurm/golden/), plus the
-// properties a golden file cannot show: bash parses them, and values that
-// cannot go into a script are refused.
+// properties a golden file cannot show: bash parses them, values that cannot
+// go into a script are refused, and a Slurm script run with stand-ins for
+// srun and scontrol requeues itself exactly when the training exits with 3.
 #include <gtest/gtest.h>
+
+#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "golden.h"
 #include "slurm/jobs.h"
+#include "slurm/quoting.h"
 
 namespace dlscale {
 namespace {
@@ -39,6 +44,96 @@ TEST(JobScript, SlurmDefaults) {
   std::string script = job_script(s);
   expect_golden("slurm-defaults.sh", script);
   expect_valid_bash(script);
+}
+
+TEST(JobScript, SlurmJobIsPreemptionReady) {
+  ScriptSpec s = base_spec("slurm");
+  s.profile.signal_lead = 300;
+  s.profile.sbatch_options = {"--signal=B:USR2@60"};
+  s.checkpoint_defaults = {"--checkpoint-minutes", "30", "--checkpoint-keep", "2"};
+  s.train_args = {"--seed", "1"};
+  std::string script = job_script(s);
+  expect_golden("slurm-preemption.sh", script);
+  expect_valid_bash(script);
+  // The profile's own sbatch options come later, so they win over the defaults.
+  EXPECT_LT(script.find("#SBATCH --signal=USR1@300\n"), script.find("#SBATCH --signal=\"B:USR2@60\"\n"));
+  EXPECT_NE(script.find("--resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '2' '--seed' '1' || status=$?\n"),
+            std::string::npos)
+      << script;
+  s.profile.signal_lead = 0;
+  script = job_script(s);
+  EXPECT_EQ(script.find("#SBATCH --signal=USR1"), std::string::npos) << script;
+  EXPECT_NE(script.find("#SBATCH --requeue\n#SBATCH --open-mode=append\n"), std::string::npos) << script;
+  EXPECT_NE(script.find("scontrol requeue \"$SLURM_JOB_ID\""), std::string::npos) << script;
+  // The local script has no Slurm to requeue it and resumes nothing by itself.
+  script = job_script(base_spec("local"));
+  EXPECT_EQ(script.find("--resume"), std::string::npos) << script;
+  EXPECT_EQ(script.find("scontrol"), std::string::npos) << script;
+}
+
+// Runs a Slurm job script with stand-ins for srun (it records its arguments
+// and exits with srun_exit) and scontrol (it records its arguments).
+struct ScriptRun {
+  int exit_code = -1;
+  std::string out, srun_calls, scontrol_calls, exit_status;
+};
+ScriptRun run_with_stand_ins(const std::string& name, int srun_exit, bool finished_before = false,
+                             const std::string& restart_count = "") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("dlscale-stand-ins-" + std::to_string(getpid()) + "-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir / "bin");
+  fs::create_directories(dir / "job" / "run");
+  if (finished_before) std::ofstream(dir / "job" / "run" / "model.h5") << "weights";
+  for (const char* tool : {"srun", "scontrol"}) {
+    std::ofstream(dir / "bin" / tool) << "#!/bin/bash\necho \"$*\" >>" << shell_quote((dir / tool).string() + ".calls")
+                                      << "\n" << (tool == std::string("srun") ? "exit " + std::to_string(srun_exit) : "")
+                                      << "\n";
+    fs::permissions(dir / "bin" / tool, fs::perms::owner_all);
+  }
+  ScriptSpec s = base_spec("slurm");
+  s.job_dir = (dir / "job").string();
+  s.submit_dir = dir.string();
+  std::ofstream(dir / "job.sh") << job_script(s);
+  const std::string command = "env PATH=" + shell_quote((dir / "bin").string()) + ":\"$PATH\" SLURM_JOB_ID=4242 " +
+                              (restart_count.empty() ? "" : "SLURM_RESTART_COUNT=" + restart_count + " ") + "bash " +
+                              shell_quote((dir / "job.sh").string()) + " >" + shell_quote((dir / "out").string()) + " 2>&1";
+  const int status = std::system(command.c_str());
+  auto text = [&](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  ScriptRun run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, text(dir / "out"), text(dir / "srun.calls"),
+                text(dir / "scontrol.calls"), read_record((dir / "job").string(), "exit-status")};
+  fs::remove_all(dir);
+  return run;
+}
+
+TEST(JobScript, ExitCode3RequeuesTheJobAndOnlyThat) {
+  ScriptRun preempted = run_with_stand_ins("preempted", 3);
+  EXPECT_EQ(preempted.exit_code, 3) << preempted.out;
+  EXPECT_NE(preempted.srun_calls.find(" train "), std::string::npos) << preempted.srun_calls;
+  EXPECT_NE(preempted.srun_calls.find("/run --resume auto\n"), std::string::npos) << preempted.srun_calls;
+  EXPECT_EQ(preempted.scontrol_calls, "requeue 4242\n");
+  EXPECT_EQ(preempted.exit_status, "3");
+  EXPECT_NE(preempted.out.find("requeueing Slurm job 4242"), std::string::npos) << preempted.out;
+
+  for (int code : {0, 1, 143}) {
+    ScriptRun r = run_with_stand_ins("exit-" + std::to_string(code), code);
+    EXPECT_EQ(r.exit_code, code) << r.out;
+    EXPECT_EQ(r.exit_status, std::to_string(code));
+    EXPECT_FALSE(r.srun_calls.empty());
+    EXPECT_EQ(r.scontrol_calls, "") << "exit " << code << " must not requeue";
+  }
+}
+
+TEST(JobScript, RequeuedStartSaysSoAndAFinishedRunIsNotTrainedAgain) {
+  ScriptRun again = run_with_stand_ins("again", 0, false, "1");
+  EXPECT_NE(again.out.find("started again after a requeue (restart 1)"), std::string::npos) << again.out;
+  ScriptRun done = run_with_stand_ins("done", 1, true);
+  EXPECT_EQ(done.exit_code, 0) << done.out;
+  EXPECT_EQ(done.srun_calls, "") << "a finished run was trained again";
+  EXPECT_EQ(done.exit_status, "0");
 }
 
 TEST(JobScript, SlurmWithEveryProfileField) {

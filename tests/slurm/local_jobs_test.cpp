@@ -131,6 +131,34 @@ TEST_F(LocalJobs, DataRootResolvesRelativeDatasetPaths) {
       << script;
 }
 
+// A Slurm job checkpoints every 30 minutes unless its config or options
+// choose when; either way it resumes with --resume auto, which is not the
+// user's to set.
+TEST_F(LocalJobs, SlurmJobsCheckpointUnlessTheConfigChooses) {
+  auto script_of = [&](const std::string& config, const std::string& args) {
+    RunResult r = dlscale("submit " + config + " --profile cluster --dry-run --name ckpt " + args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream line(r.out);
+    std::string word, folder;
+    line >> word >> folder;
+    return read_file(dir / "jobs" / folder / "job.sh");
+  };
+  const std::string defaults = "--resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '2'";
+  EXPECT_NE(script_of((dir / "mlp.ini").string(), "").find(defaults), std::string::npos);
+  std::ofstream(dir / "every-epoch.ini") << read_file(dir / "mlp.ini") << "checkpoint-frequency = 1  # every epoch\n";
+  std::string script = script_of((dir / "every-epoch.ini").string(), "");
+  EXPECT_EQ(script.find("--checkpoint-"), std::string::npos) << script;
+  EXPECT_NE(script.find("--resume auto || status=$?\n"), std::string::npos) << script;
+  script = script_of((dir / "mlp.ini").string(), "-- --checkpoint-minutes 5");
+  EXPECT_NE(script.find("--resume auto '--checkpoint-minutes' '5' || status=$?\n"), std::string::npos) << script;
+  script = script_of((dir / "mlp.ini").string(), "-- --checkpoint-keep 9");
+  EXPECT_NE(script.find("--resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '9' || status=$?\n"), std::string::npos)
+      << script;
+  RunResult r = dlscale("submit " + (dir / "mlp.ini").string() + " --profile cluster --dry-run -- --resume auto");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--resume is set by the job"), std::string::npos) << r.err;
+}
+
 TEST_F(LocalJobs, TwoSubmitsInOneSecondGetTwoFolders) {
   std::string a = submit("--dry-run --name same"), b = submit("--dry-run --name same");
   EXPECT_NE(a, b);

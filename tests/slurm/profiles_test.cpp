@@ -34,6 +34,7 @@ module = cuda/12.2 cudnn
 module = openmpi
 stage-data = true
 stage-dir = $SLURM_TMPDIR
+signal-lead = 600
 job-root = /scratch/me/jobs#1
 
 [cpu-nodes]
@@ -73,9 +74,11 @@ TEST(Profiles, EveryKeyIsRead) {
   EXPECT_EQ(gpu.modules, (std::vector<std::string>{"cuda/12.2", "cudnn", "openmpi"}));
   EXPECT_TRUE(gpu.stage_data);
   EXPECT_EQ(gpu.stage_dir, "$SLURM_TMPDIR");
+  EXPECT_EQ(gpu.signal_lead, 600);
   EXPECT_EQ(gpu.job_root, "/scratch/me/jobs#1");  // '#' without a space before it is part of the value
   EXPECT_EQ(set.find("cpu-nodes")->mpi, "pmi2");
   EXPECT_EQ(set.find("cpu-nodes")->job_root, "~/dlscale-jobs");
+  EXPECT_EQ(set.find("cpu-nodes")->signal_lead, 120);  // the default: USR1 two minutes before the time limit
 }
 
 TEST(Profiles, DefaultComesFromFlagThenEnvironmentThenFileThenLocal) {
@@ -131,6 +134,9 @@ TEST(Profiles, MistakesAreErrors) {
   has("[a]\ntype = slurm\nqos = x\nqos = y\n", ":4: [a] key 'qos' is given twice");
   has("[a]\ntype = slurm\nsbatch = constraint=a100\n", "expected an sbatch option");
   has("[a]\ntype = slurm\ngpus-per-node = 4\ngpus-per-task = 1\n", "gpus-per-node or gpus-per-task, not both");
+  has("[a]\ntype = slurm\nsignal-lead = -1\n", "signal-lead = -1: expected an integer >= 0");
+  has("[a]\ntype = slurm\nsignal-lead = 70000\n", "signal-lead = 70000: at most 65535 seconds");
+  has("[a]\nsignal-lead = 60\n", "[a] key 'signal-lead' applies to slurm profiles only");
   has("[a]\n[a]\n", ":2: profile [a] is defined twice");
   has("[a b]\n", ":1: bad section header '[a b]'");
   has("[a]\njust words\n", ":2: expected 'key = value'");

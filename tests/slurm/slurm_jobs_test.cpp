@@ -14,19 +14,7 @@ std::string g_cluster_error;  // why the cluster is not usable, with its logs; e
 
 class SlurmJobs : public JobsTest {
  protected:
-  static void SetUpTestSuite() {
-    const fs::path cluster = DLSCALE_TEST_CLUSTER_DIR;
-    fs::create_directories(cluster);
-    RunResult r = run_command(std::string(DLSCALE_TEST_CLUSTER_SCRIPT) + " start " + cluster.string(), cluster);
-    if (r.exit_code != 0) {
-      g_cluster_error = "the test cluster did not start (" DLSCALE_TEST_CLUSTER_SCRIPT " start " +
-                        cluster.string() + "):\n" + r.out + r.err;
-      return;
-    }
-    setenv("SLURM_CONF", (cluster / "slurm.conf").string().c_str(), 1);
-    // 2 ranks on a node that claims more CPUs than it has: yield instead of spinning.
-    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
-  }
+  static void SetUpTestSuite() { g_cluster_error = start_test_cluster(); }
   void SetUp() override {
     ASSERT_TRUE(g_cluster_error.empty()) << g_cluster_error;
     JobsTest::SetUp();

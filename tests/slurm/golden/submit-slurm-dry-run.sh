@@ -9,6 +9,9 @@
 #SBATCH --gpus-per-task=1
 #SBATCH --partition="gpu"
 #SBATCH --time="01:00:00"
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --signal=USR1@120
 set -euo pipefail
 
 job_dir='@JOB_DIR@'
@@ -17,9 +20,28 @@ task_dir=$job_dir
 trap 'status=$?; echo "$status" >"$task_dir/exit-status.tmp"; mv -f "$task_dir/exit-status.tmp" "$task_dir/exit-status"' EXIT
 # A cancel or the time limit sends TERM: leave through the EXIT trap.
 trap 'exit 143' TERM
+# USR1 (--signal, scancel --signal=USR1) is for the ranks, which stop at a checkpoint: carry on.
+trap : USR1
+# A requeued job starts here again: the previous start's exit status is history.
+rm -f "$task_dir/exit-status"
+[ -z "${SLURM_RESTART_COUNT:-}" ] || echo "dlscale: started again after a requeue (restart $SLURM_RESTART_COUNT)"
 date -u +%Y-%m-%dT%H:%M:%SZ >"$task_dir/started"
 
 cd '@SUBMIT_DIR@'
 module load 'cuda'
+# A requeue after the training finished (model.h5 is written last) has nothing left to do.
+if [ -e "$task_dir/run/model.h5" ]; then
+  echo "dlscale: $task_dir/run has finished already"
+  exit 0
+fi
+status=0
 
-srun --mpi='pmix' --cpus-per-task=8 --gpus-per-task=1 --gpu-bind=per_task:1 '@DLSCALE@' train "$task_dir/config.ini" --output "$task_dir/run" '--max-epochs' '2'
+srun --mpi='pmix' --cpus-per-task=8 --gpus-per-task=1 --gpu-bind=per_task:1 '@DLSCALE@' train "$task_dir/config.ini" --output "$task_dir/run" --resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '2' '--max-epochs' '2' || status=$?
+# Exit code 3: preempted, stopped at a checkpoint. The job requeues itself and
+# its next start resumes (--resume auto); the requeue's TERM is not an error.
+if [ "$status" -eq 3 ]; then
+  trap '' TERM
+  echo "dlscale: preempted; requeueing Slurm job $SLURM_JOB_ID to resume from the checkpoint"
+  scontrol requeue "$SLURM_JOB_ID" || echo "dlscale: scontrol requeue failed: resubmit the job to resume it" >&2
+fi
+exit "$status"

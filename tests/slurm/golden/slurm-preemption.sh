@@ -1,0 +1,43 @@
+#!/bin/bash
+# dlscale job 'mlp', profile 'cluster', written by dlscale submit.
+# Every value from the user is quoted: a name or a path cannot run anything.
+#SBATCH --job-name="mlp"
+#SBATCH --output="/jobs/mlp-20260101-120000/log.txt"
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --signal=USR1@300
+#SBATCH --signal="B:USR2@60"
+set -euo pipefail
+
+job_dir='/jobs/mlp-20260101-120000'
+task_dir=$job_dir
+# dlscale jobs reads how the job ended from exit-status (sacct needs accounting storage).
+trap 'status=$?; echo "$status" >"$task_dir/exit-status.tmp"; mv -f "$task_dir/exit-status.tmp" "$task_dir/exit-status"' EXIT
+# A cancel or the time limit sends TERM: leave through the EXIT trap.
+trap 'exit 143' TERM
+# USR1 (--signal, scancel --signal=USR1) is for the ranks, which stop at a checkpoint: carry on.
+trap : USR1
+# A requeued job starts here again: the previous start's exit status is history.
+rm -f "$task_dir/exit-status"
+[ -z "${SLURM_RESTART_COUNT:-}" ] || echo "dlscale: started again after a requeue (restart $SLURM_RESTART_COUNT)"
+date -u +%Y-%m-%dT%H:%M:%SZ >"$task_dir/started"
+
+cd '/home/me/project'
+# A requeue after the training finished (model.h5 is written last) has nothing left to do.
+if [ -e "$task_dir/run/model.h5" ]; then
+  echo "dlscale: $task_dir/run has finished already"
+  exit 0
+fi
+status=0
+
+srun --mpi='pmix' '/opt/dlscale/bin/dlscale' train "$task_dir/config.ini" --output "$task_dir/run" --resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '2' '--seed' '1' || status=$?
+# Exit code 3: preempted, stopped at a checkpoint. The job requeues itself and
+# its next start resumes (--resume auto); the requeue's TERM is not an error.
+if [ "$status" -eq 3 ]; then
+  trap '' TERM
+  echo "dlscale: preempted; requeueing Slurm job $SLURM_JOB_ID to resume from the checkpoint"
+  scontrol requeue "$SLURM_JOB_ID" || echo "dlscale: scontrol requeue failed: resubmit the job to resume it" >&2
+fi
+exit "$status"
