@@ -1,0 +1,253 @@
+// CUDA conv2d (layers/conv2d.cpp) through cuDNN's convolution API: NCHW
+// float tensors, weight (F, C, K, K), cross-correlation. The descriptors and
+// the three algorithms (forward, backward data, backward filter) are chosen
+// once per shape with cuDNN's heuristics (cudnnGet*_v7) and kept in the
+// context, like a oneDNN primitive. GpuOptions decide which candidates
+// qualify: deterministic ones only if asked for (the backward algorithms
+// with atomics are not), no TF32 tensor-core math unless allowed, and a
+// workspace within max_workspace_bytes.
+//
+// cuDNN pads symmetrically; padding=same with an odd total puts the extra
+// row/column at the bottom/right, so then the input is copied into a buffer
+// extended by that row/column of zeros and cuDNN pads the rest.
+#include <sstream>
+#include <string>
+
+#include "layers/cuda_layers.h"
+#include "runtime/gpu_context.cuh"
+
+namespace dlscale::gpu {
+
+namespace {
+
+int as_int(std::int64_t v, const char* what) {
+  DLSCALE_REQUIRE(v >= 0 && v <= 0x7fffffff, std::string("conv2d (GPU): ") + what + " = " + std::to_string(v) +
+                                                 " exceeds cuDNN's 32-bit dimensions");
+  return static_cast<int>(v);
+}
+
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  cudnnMathType_t fwd_math{}, data_math{}, filter_math{};
+  std::size_t fwd_bytes = 0, data_bytes = 0, filter_bytes = 0;
+  std::int64_t extra_h = 0, extra_w = 0;  // zero rows/columns appended to the input (asymmetric padding)
+
+  ~ConvPlan() {
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (x) cudnnDestroyTensorDescriptor(x);
+  }
+  bool extended() const { return extra_h > 0 || extra_w > 0; }
+};
+
+std::string describe(const ConvShape& s) {
+  std::ostringstream t;
+  t << s.batch << "x" << s.channels << "x" << s.height << "x" << s.width << " input, " << s.filters << " filters "
+    << s.kernel << "x" << s.kernel << ", stride " << s.stride << ", padding " << s.pad_top << "/" << s.pad_left
+    << "/" << s.pad_bottom << "/" << s.pad_right;
+  return t.str();
+}
+
+// The first (fastest by cuDNN's ranking) candidate that qualifies; `bytes`
+// asks cuDNN for the workspace of an algorithm (false: not supported).
+template <class Perf, class Bytes>
+const Perf* pick(const Perf* perf, int count, const GpuOptions& o, Bytes&& bytes, std::size_t& chosen_bytes) {
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = perf[i];
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    if (o.deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
+    if (!o.allow_tf32 && p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
+    std::size_t need = 0;
+    if (!bytes(p.algo, need) || need > o.max_workspace_bytes) continue;
+    chosen_bytes = need;
+    return &p;
+  }
+  return nullptr;
+}
+
+// Without TF32, FMA math: cuDNN's default math lets sm_80+ use TF32.
+cudnnMathType_t math_for(const GpuOptions& o, cudnnMathType_t candidate) {
+  return o.allow_tf32 ? candidate : CUDNN_FMA_MATH;
+}
+
+std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
+  const GpuOptions& o = ctx.options();
+  cudnnHandle_t h = ctx.impl().cudnn;
+  auto plan = std::make_shared<ConvPlan>();
+  ConvPlan& p = *plan;
+  if (s.pad_bottom < s.pad_top || s.pad_right < s.pad_left)
+    fail("conv2d (GPU): padding with more at the top/left than at the bottom/right is not supported (" +
+         describe(s) + ")");
+  p.extra_h = s.pad_bottom - s.pad_top;
+  p.extra_w = s.pad_right - s.pad_left;
+  const int n = as_int(s.batch, "batch"), c = as_int(s.channels, "channels");
+  const int hh = as_int(s.height + p.extra_h, "height"), ww = as_int(s.width + p.extra_w, "width");
+  const int f = as_int(s.filters, "filters"), k = as_int(s.kernel, "kernel");
+  DLSCALE_CHECK_CUDNN(cudnnCreateTensorDescriptor(&p.x));
+  DLSCALE_CHECK_CUDNN(cudnnCreateTensorDescriptor(&p.y));
+  DLSCALE_CHECK_CUDNN(cudnnCreateTensorDescriptor(&p.bias));
+  DLSCALE_CHECK_CUDNN(cudnnCreateFilterDescriptor(&p.w));
+  DLSCALE_CHECK_CUDNN(cudnnCreateConvolutionDescriptor(&p.conv));
+  DLSCALE_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, hh, ww));
+  DLSCALE_CHECK_CUDNN(cudnnSetFilter4dDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, f, c, k, k));
+  DLSCALE_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(p.conv, as_int(s.pad_top, "padding"),
+                                                      as_int(s.pad_left, "padding"), as_int(s.stride, "stride"),
+                                                      as_int(s.stride, "stride"), 1, 1, CUDNN_CROSS_CORRELATION,
+                                                      CUDNN_DATA_FLOAT));
+  DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, o.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  int on = 0, of = 0, oh = 0, ow = 0;
+  DLSCALE_CHECK_CUDNN(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &on, &of, &oh, &ow));
+  if (oh != s.out_height() || ow != s.out_width())
+    fail("conv2d (GPU): cuDNN computes a " + std::to_string(oh) + "x" + std::to_string(ow) +
+         " output where the layer expects " + std::to_string(s.out_height()) + "x" + std::to_string(s.out_width()) +
+         " (" + describe(s) + ")");
+  DLSCALE_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, f, oh, ow));
+  DLSCALE_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, f, 1, 1));
+
+  const std::string none = std::string("cuDNN offers no ") + (o.deterministic ? "deterministic " : "") +
+                           (o.allow_tf32 ? "" : "FP32 ") + "algorithm within a workspace of " +
+                           format_bytes(o.max_workspace_bytes) + " for the conv2d ";
+  {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int count = 0;
+    DLSCALE_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y,
+                                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
+    auto bytes = [&](cudnnConvolutionFwdAlgo_t a, std::size_t& b) {
+      return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, a, &b) == CUDNN_STATUS_SUCCESS;
+    };
+    const auto* best = pick(perf, count, o, bytes, p.fwd_bytes);
+    if (!best) fail(none + "forward (" + describe(s) + ")");
+    p.fwd = best->algo;
+    p.fwd_math = math_for(o, best->mathType);
+  }
+  {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int count = 0;
+    DLSCALE_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        h, p.w, p.y, p.conv, p.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
+    auto bytes = [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t& b) {
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x, a, &b) == CUDNN_STATUS_SUCCESS;
+    };
+    const auto* best = pick(perf, count, o, bytes, p.data_bytes);
+    if (!best) fail(none + "input gradient (" + describe(s) + ")");
+    p.bwd_data = best->algo;
+    p.data_math = math_for(o, best->mathType);
+  }
+  {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int count = 0;
+    DLSCALE_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        h, p.x, p.y, p.conv, p.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
+    auto bytes = [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t& b) {
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, a, &b) == CUDNN_STATUS_SUCCESS;
+    };
+    const auto* best = pick(perf, count, o, bytes, p.filter_bytes);
+    if (!best) fail(none + "weight gradient (" + describe(s) + ")");
+    p.bwd_filter = best->algo;
+    p.filter_math = math_for(o, best->mathType);
+  }
+  return plan;
+}
+
+ConvPlan& plan_for(GpuContext& ctx, const ConvShape& s) {
+  if (s.batch < 1 || s.channels < 1 || s.filters < 1 || s.kernel < 1 || s.stride < 1 || s.out_height() < 1 ||
+      s.out_width() < 1)
+    fail("conv2d (GPU): impossible shape: " + describe(s));
+  const std::string key = "conv2d " + describe(s);
+  return ctx.impl().plan<ConvPlan>(key, [&] { return make_plan(ctx, s); });
+}
+
+// ext (N, C, H + eh, W + ew) = x padded with zeros at the bottom/right.
+__global__ void extend(const float* __restrict__ x, float* __restrict__ ext, std::int64_t planes, std::int64_t h,
+                       std::int64_t w, std::int64_t eh, std::int64_t ew) {
+  const std::int64_t H = h + eh, W = w + ew, total = planes * H * W;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t plane = i / (H * W), r = (i / W) % H, c = i % W;
+    ext[i] = r < h && c < w ? x[(plane * h + r) * w + c] : 0.f;
+  }
+}
+
+// dx (N, C, H, W) = the top-left part of dext (N, C, H + eh, W + ew).
+__global__ void crop(const float* __restrict__ dext, float* __restrict__ dx, std::int64_t planes, std::int64_t h,
+                     std::int64_t w, std::int64_t eh, std::int64_t ew) {
+  const std::int64_t total = planes * h * w, W = w + ew, H = h + eh;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t plane = i / (h * w), r = (i / w) % h, c = i % w;
+    dx[i] = dext[(plane * H + r) * W + c];
+  }
+}
+
+std::int64_t extended_count(const ConvShape& s, const ConvPlan& p) {
+  return s.batch * s.channels * (s.height + p.extra_h) * (s.width + p.extra_w);
+}
+
+// x as cuDNN sees it: x itself, or its copy with the extra zero rows/columns in `buffer`.
+const float* input_for(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const float* x, DeviceBuffer& buffer) {
+  if (!p.extended()) return x;
+  const std::int64_t count = extended_count(s, p);
+  buffer = ctx.alloc(sizeof(float) * count);
+  extend<<<blocks_for(count), kBlock, 0, stream(ctx)>>>(x, buffer.as<float>(), s.batch * s.channels, s.height,
+                                                        s.width, p.extra_h, p.extra_w);
+  DLSCALE_CHECK_LAUNCH();
+  return buffer.as<float>();
+}
+
+}  // namespace
+
+void conv2d_forward(GpuContext& ctx, const ConvShape& s, const float* x, const float* weight, const float* bias,
+                    float* y) {
+  ConvPlan& p = plan_for(ctx, s);
+  auto& st = ctx.impl();
+  DeviceBuffer extended;
+  const float* xin = input_for(ctx, s, p, x, extended);
+  const float one = 1.f, zero = 0.f;
+  void* ws = st.workspace_of(p.fwd_bytes);
+  DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.fwd_math));
+  DLSCALE_CHECK_CUDNN(cudnnConvolutionForward(st.cudnn, &one, p.x, xin, p.w, weight, p.conv, p.fwd, ws, p.fwd_bytes,
+                                              &zero, p.y, y));
+  if (bias != nullptr) DLSCALE_CHECK_CUDNN(cudnnAddTensor(st.cudnn, &one, p.bias, bias, &one, p.y, y));
+}
+
+void conv2d_backward(GpuContext& ctx, const ConvShape& s, const float* x, const float* weight, const float* dy,
+                     float* dx, float* dweight, float* dbias) {
+  ConvPlan& p = plan_for(ctx, s);
+  auto& st = ctx.impl();
+  const float one = 1.f, zero = 0.f;
+  if (dbias != nullptr) DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardBias(st.cudnn, &one, p.y, dy, &zero, p.bias, dbias));
+  {
+    DeviceBuffer extended;
+    const float* xin = input_for(ctx, s, p, x, extended);
+    void* ws = st.workspace_of(p.filter_bytes);
+    DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.filter_math));
+    DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardFilter(st.cudnn, &one, p.x, xin, p.y, dy, p.conv, p.bwd_filter, ws,
+                                                       p.filter_bytes, &zero, p.w, dweight));
+  }
+  if (dx == nullptr) return;
+  DeviceBuffer dext;
+  float* dxin = dx;
+  if (p.extended()) {
+    dext = ctx.alloc(sizeof(float) * extended_count(s, p));
+    dxin = dext.as<float>();
+  }
+  void* ws = st.workspace_of(p.data_bytes);
+  DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.data_math));
+  DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardData(st.cudnn, &one, p.w, weight, p.y, dy, p.conv, p.bwd_data, ws,
+                                                   p.data_bytes, &zero, p.x, dxin));
+  if (p.extended()) {
+    const std::int64_t count = s.batch * s.channels * s.height * s.width;
+    crop<<<blocks_for(count), kBlock, 0, stream(ctx)>>>(dxin, dx, s.batch * s.channels, s.height, s.width, p.extra_h,
+                                                        p.extra_w);
+    DLSCALE_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace dlscale::gpu

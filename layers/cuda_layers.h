@@ -1,0 +1,113 @@
+// CUDA forward and backward of every layer, as free functions on raw device
+// pointers (float32) and shapes, queued on the context's stream. Each
+// mirrors the CPU layer in layers/<layer>.cpp: the same layouts (row-major,
+// batch-first, NCHW; weights as the CPU layer stores them), the same
+// formulas, and backward overwrites parameter gradients. The sources sit
+// beside the CPU ones (layers/<layer>.cu); tests/gpu compares the two.
+// CUDA builds only. The trainer does not call these yet.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/gpu_context.h"
+
+namespace dlscale::gpu {
+
+// --- dense (layers/dense.cpp): y (N, U) = x (N, F) · Wᵀ + b, W is (U, F) ---
+// bias may be null (bias=false).
+void dense_forward(GpuContext& ctx, const float* x, const float* weight, const float* bias, float* y,
+                   std::int64_t batch, std::int64_t features, std::int64_t units);
+// dx (N, F) may be null (first layer); dbias is null without a bias.
+void dense_backward(GpuContext& ctx, const float* x, const float* weight, const float* dy, float* dx,
+                    float* dweight, float* dbias, std::int64_t batch, std::int64_t features, std::int64_t units);
+
+// --- activations (layers/activations.cpp), elementwise over `count` values ---
+enum class Activation { relu, leakyrelu, gelu, tanh, sigmoid };
+// "relu", "leakyrelu", "gelu", "tanh", "sigmoid"; anything else is an error.
+Activation activation_from_kind(const std::string& kind);
+// alpha is leakyrelu's slope (ignored by the others).
+void activation_forward(GpuContext& ctx, Activation kind, double alpha, const float* x, float* y,
+                        std::int64_t count);
+// x and y of the forward; dx = dy * f'(x).
+void activation_backward(GpuContext& ctx, Activation kind, double alpha, const float* x, const float* y,
+                         const float* dy, float* dx, std::int64_t count);
+
+// --- softmax and the fused cross-entropy (layers/softmax.cpp) ---
+struct LossSums {
+  double loss_sum = 0;      // cross-entropy summed over the batch
+  std::int64_t correct = 0; // rows whose first maximum is the label
+};
+// logits (N, K), labels N device int32 in [0, K). Writes dlogits =
+// (softmax - onehot) / normalizer unless it is null (evaluation); the row
+// sums are taken in double and added in row order. Waits for the result;
+// a label outside [0, K) is an error naming the first such sample.
+LossSums softmax_cross_entropy(GpuContext& ctx, const float* logits, const std::int32_t* labels,
+                               std::int64_t batch, std::int64_t classes, double normalizer, float* dlogits);
+void softmax_forward(GpuContext& ctx, const float* x, float* y, std::int64_t batch, std::int64_t classes);
+// dx = y ⊙ (dy - <dy, y>) per row.
+void softmax_backward(GpuContext& ctx, const float* y, const float* dy, float* dx, std::int64_t batch,
+                      std::int64_t classes);
+
+// --- dropout (layers/dropout.cpp), training mode only: inference is a copy ---
+// Element i is kept (scaled by 1/(1-rate)) unless u(seed, offset + i) < rate,
+// u a counter-based uniform in [0, 1): backward with the same seed and offset
+// regenerates the mask instead of storing it. Callers advance offset by
+// count per step. Masks differ from the CPU layer's (another generator).
+void dropout_forward(GpuContext& ctx, double rate, std::uint64_t seed, std::uint64_t offset, const float* x,
+                     float* y, std::int64_t count);
+void dropout_backward(GpuContext& ctx, double rate, std::uint64_t seed, std::uint64_t offset, const float* dy,
+                      float* dx, std::int64_t count);
+
+// --- conv2d (layers/conv2d.cpp), cuDNN ---
+struct ConvShape {
+  std::int64_t batch = 0, channels = 0, height = 0, width = 0;  // x (N, C, H, W)
+  std::int64_t filters = 0, kernel = 0, stride = 1;             // weight (F, C, K, K), bias (F)
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  std::int64_t out_height() const { return (height + pad_top + pad_bottom - kernel) / stride + 1; }
+  std::int64_t out_width() const { return (width + pad_left + pad_right - kernel) / stride + 1; }
+};
+// y (N, F, OH, OW); bias may be null. Descriptors and algorithms are chosen
+// on the first call for a shape and kept in the context.
+void conv2d_forward(GpuContext& ctx, const ConvShape& shape, const float* x, const float* weight, const float* bias,
+                    float* y);
+// dx may be null (first layer), dbias is null without a bias.
+void conv2d_backward(GpuContext& ctx, const ConvShape& shape, const float* x, const float* weight, const float* dy,
+                     float* dx, float* dweight, float* dbias);
+
+// --- maxpool / avgpool (layers/pool2d.cpp) ---
+enum class PoolMode { max, average };
+struct PoolShape {
+  std::int64_t batch = 0, channels = 0, height = 0, width = 0, size = 1, stride = 1, padding = 0;
+  std::int64_t out_height() const { return (height + 2 * padding - size) / stride + 1; }
+  std::int64_t out_width() const { return (width + 2 * padding - size) / stride + 1; }
+};
+// y (N, C, OH, OW). maxpool writes argmax (N, C, OH, OW): h·W + w of the
+// first maximum of each window (null for avgpool); avgpool divides by K·K.
+void pool2d_forward(GpuContext& ctx, PoolMode mode, const PoolShape& shape, const float* x, float* y,
+                    std::int32_t* argmax);
+// dx (N, C, H, W) is overwritten.
+void pool2d_backward(GpuContext& ctx, PoolMode mode, const PoolShape& shape, const float* dy,
+                     const std::int32_t* argmax, float* dx);
+
+// --- batchnorm (layers/batchnorm.cpp), per channel over N and S = H·W (S = 1 for N×F input) ---
+struct BatchNormShape {
+  std::int64_t batch = 0, channels = 0, spatial = 1;
+};
+// Batch statistics; folds them into running_mean/var (unbiased variance,
+// weight `momentum`) and saves mean and 1/sqrt(var + epsilon) (C each) for backward.
+void batchnorm_forward_training(GpuContext& ctx, const BatchNormShape& shape, double momentum, double epsilon,
+                                const float* x, const float* scale, const float* offset, float* y,
+                                float* running_mean, float* running_var, float* save_mean, float* save_inv_std);
+void batchnorm_forward_inference(GpuContext& ctx, const BatchNormShape& shape, double epsilon, const float* x,
+                                 const float* scale, const float* offset, const float* running_mean,
+                                 const float* running_var, float* y);
+void batchnorm_backward_training(GpuContext& ctx, const BatchNormShape& shape, double epsilon, const float* x,
+                                 const float* dy, const float* scale, const float* save_mean,
+                                 const float* save_inv_std, float* dx, float* dscale, float* doffset);
+// After an inference forward the statistics are constants: dx = scale * inv_std * dy.
+void batchnorm_backward_inference(GpuContext& ctx, const BatchNormShape& shape, double epsilon, const float* x,
+                                  const float* dy, const float* scale, const float* running_mean,
+                                  const float* running_var, float* dx, float* dscale, float* doffset);
+
+}  // namespace dlscale::gpu

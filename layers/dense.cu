@@ -1,0 +1,85 @@
+// CUDA dense layer: the GEMMs of layers/dense.cpp through cuBLAS.
+// cuBLAS is column-major; a row-major (r, c) matrix is the column-major
+// (c, r) matrix, its transpose. So every row-major product C = A·B below is
+// issued as the column-major product Cᵀ = Bᵀ·Aᵀ, which needs no copies:
+//   y  (N, U) = x (N, F) · Wᵀ  ->  yᵀ (U, N) = W_cmᵀ (U, F) · x_cm (F, N)
+//   dW (U, F) = dyᵀ · x         ->  dWᵀ (F, U) = x_cm (F, N) · dy_cmᵀ (N, U)
+//   dx (N, F) = dy · W          ->  dxᵀ (F, N) = W_cm (F, U) · dy_cm (U, N)
+// where M_cm is the row-major array M read column-major (= Mᵀ).
+#include "layers/cuda_layers.h"
+#include "runtime/gpu_context.cuh"
+
+namespace dlscale::gpu {
+
+namespace {
+
+// y[i][u] = b[u]: the GEMM then adds x·Wᵀ onto it (beta = 1), as on the CPU.
+__global__ void broadcast_rows(const float* __restrict__ b, float* __restrict__ y, std::int64_t rows,
+                               std::int64_t cols) {
+  const std::int64_t total = rows * cols;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    y[i] = b[i % cols];
+}
+
+// db[u] = sum over rows of dy[i][u]. A 32-column tile per block, 8 row
+// lanes each summing a strided share of the rows, then the 8 partials added
+// in lane order: no atomics, so the result is the same on every run.
+constexpr int kTile = 32, kLanes = 8;
+__global__ void column_sums(const float* __restrict__ dy, float* __restrict__ db, std::int64_t rows,
+                            std::int64_t cols) {
+  __shared__ float partial[kLanes][kTile];
+  const std::int64_t col = blockIdx.x * std::int64_t(kTile) + threadIdx.x;
+  float s = 0;
+  if (col < cols)
+    for (std::int64_t r = threadIdx.y; r < rows; r += kLanes) s += dy[r * cols + col];
+  partial[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float total = 0;
+    for (int l = 0; l < kLanes; ++l) total += partial[l][threadIdx.x];
+    db[col] = total;
+  }
+}
+
+int as_int(std::int64_t v, const char* what) {
+  DLSCALE_REQUIRE(v >= 0 && v <= 0x7fffffff, std::string("dense (GPU): ") + what + " = " + std::to_string(v) +
+                                                 " exceeds cuBLAS's 32-bit dimensions");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+void dense_forward(GpuContext& ctx, const float* x, const float* weight, const float* bias, float* y,
+                   std::int64_t batch, std::int64_t features, std::int64_t units) {
+  if (batch == 0) return;
+  const int n = as_int(batch, "batch"), f = as_int(features, "features"), u = as_int(units, "units");
+  float beta = 0.f;
+  if (bias != nullptr) {
+    broadcast_rows<<<blocks_for(batch * units), kBlock, 0, stream(ctx)>>>(bias, y, batch, units);
+    DLSCALE_CHECK_LAUNCH();
+    beta = 1.f;
+  }
+  const float alpha = 1.f;
+  DLSCALE_CHECK_CUBLAS(cublasSgemm(ctx.impl().cublas, CUBLAS_OP_T, CUBLAS_OP_N, u, n, f, &alpha, weight, f, x, f,
+                                   &beta, y, u));
+}
+
+void dense_backward(GpuContext& ctx, const float* x, const float* weight, const float* dy, float* dx,
+                    float* dweight, float* dbias, std::int64_t batch, std::int64_t features, std::int64_t units) {
+  const int n = as_int(batch, "batch"), f = as_int(features, "features"), u = as_int(units, "units");
+  const float one = 1.f, zero = 0.f;
+  cublasHandle_t h = ctx.impl().cublas;
+  // With an empty batch the GEMM (k = 0) still writes beta·C = 0, as the CPU does.
+  DLSCALE_CHECK_CUBLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, f, u, n, &one, x, f, dy, u, &zero, dweight, f));
+  if (dx != nullptr && batch > 0)
+    DLSCALE_CHECK_CUBLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, f, n, u, &one, weight, f, dy, u, &zero, dx, f));
+  if (dbias != nullptr) {
+    const dim3 block(kTile, kLanes);
+    const unsigned grid = static_cast<unsigned>((units + kTile - 1) / kTile);
+    column_sums<<<grid, block, 0, stream(ctx)>>>(dy, dbias, batch, units);
+    DLSCALE_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace dlscale::gpu

@@ -1,0 +1,523 @@
+// Every CUDA layer function against its CPU layer (built through the
+// registry, in float64): the same float32-representable inputs and
+// parameters go to both, and the GPU's float32 outputs and gradients must
+// stay within a relative error bound of the CPU's, measured against the
+// largest magnitude of the tensor: max|gpu - cpu| / max|cpu|. Bounds:
+//   1e-4  GEMM/cuDNN layers (dense, conv2d, batchnorm): float32 sums of up to a
+//         few hundred products, in another order than the CPU's, give ~1e-6;
+//         cuDNN may pick Winograd or FFT algorithms, which lose another order of
+//         magnitude. A wrong index or transpose gives errors of order 1.
+//   1e-5  activations: CUDA's erff/expf/tanhf are within 2 ulp (~2.4e-7).
+//   1e-6  softmax, pooling and the optimizers, which round once per float
+//         result (pooling and the optimizers repeat the CPU's float operations in
+//         the CPU's order; softmax works in double like the CPU).
+// Dropout's masks come from another generator, so its test checks statistics.
+// On a machine without a GPU every test is skipped with the reason.
+// Each test prints "[ GPU_CHECK ] <test> max_rel_err=<e>" for bench/gpu_check.sh.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "expect_error.h"
+#include "layers/conv2d.h"
+#include "layers/cuda_layers.h"
+#include "layers/layer_factory.h"
+#include "layers/softmax.h"
+#include "runtime/cuda_optimizer.h"
+#include "runtime/gpu.h"
+#include "runtime/gpu_context.h"
+#include "runtime/optimizer.h"
+#include "runtime/rng.h"
+
+namespace dlscale {
+namespace {
+
+using testing::build_layer;
+
+// Float32 values (so both backends see the same numbers), returned as float64.
+Tensor uniform(const Shape& shape, Rng& rng, double lo, double hi) {
+  Tensor t(shape, DType::f64);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, static_cast<float>(rng.uniform(lo, hi)));
+  return t;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (std::int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(t.at(i)));
+  return m;
+}
+
+class LayerGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const GpuInfo gpu = query_gpus();
+    if (gpu.device_count == 0) GTEST_SKIP() << "no GPU present: " << gpu.reason;
+    ctx_ = std::make_unique<GpuContext>(0, 0, GpuOptions{});
+  }
+  void TearDown() override {
+    if (!ctx_) return;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::printf("[ GPU_CHECK ] %s.%s max_rel_err=%.3g\n", info->test_suite_name(), info->name(), worst_);
+  }
+
+  DeviceBuffer up(const Tensor& t) { return to_device(*ctx_, t.dtype() == DType::f32 ? t : t.to(DType::f32)); }
+  Tensor down(const DeviceBuffer& b, const Shape& shape) { return to_host(*ctx_, b.get(), shape); }
+  DeviceBuffer zeros(std::int64_t count) {
+    DeviceBuffer b = ctx_->alloc(sizeof(float) * count);
+    ctx_->zero(b.get(), sizeof(float) * count);
+    return b;
+  }
+
+  // The GPU result (float32) against the CPU reference, relative to the reference's largest magnitude.
+  void compare(const Tensor& gpu, const Tensor& cpu, double bound, const std::string& what) {
+    ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
+    const double scale = std::max(max_abs(cpu), 1e-30);
+    double worst = 0;
+    std::int64_t at = 0;
+    for (std::int64_t i = 0; i < cpu.numel(); ++i) {
+      const double e = std::abs(gpu.at(i) - cpu.at(i)) / scale;
+      if (!(e <= worst)) worst = e, at = i;  // NaN counts as the worst
+    }
+    worst_ = std::max(worst_, worst);
+    EXPECT_LE(worst, bound) << what << ": element " << at << " is " << gpu.at(at) << " on the GPU and "
+                            << cpu.at(at) << " on the CPU (scale " << scale << ")";
+  }
+  // Statistical checks report their own deviation.
+  void note(double deviation) { worst_ = std::max(worst_, deviation); }
+
+  // Makes every parameter float32-representable and, where asked, random.
+  void randomize_params(Layer& layer, Rng& rng, double lo, double hi) {
+    for (Param* p : layer.params()) p->value.copy_from(uniform(p->value.shape(), rng, lo, hi));
+  }
+
+  std::unique_ptr<GpuContext> ctx_;
+  double worst_ = 0;
+};
+
+// ---------------------------------------------------------------- dense
+TEST_F(LayerGpu, DenseMatchesCpu) {
+  for (const bool bias : {true, false}) {
+    for (const bool input_grad : {true, false}) {
+      SCOPED_TRACE("bias=" + std::to_string(bias) + " input_grad=" + std::to_string(input_grad));
+      Rng rng(11);
+      const Shape in{3, 4, 5};
+      const std::int64_t n = 16, f = 60, u = 7;
+      auto layer = build_layer(std::string("dense units=7 bias=") + (bias ? "true" : "false"), in);
+      layer->set_input_grad_needed(input_grad);
+      randomize_params(*layer, rng, -0.5, 0.5);
+      const Tensor x = uniform({n, 3, 4, 5}, rng, -1, 1), dy = uniform({n, u}, rng, -1, 1);
+      const Tensor y = layer->forward(x, true);
+      const Tensor dx = layer->backward(dy);
+      auto params = layer->params();
+
+      DeviceBuffer gx = up(x), gdy = up(dy), gw = up(params[0]->value);
+      DeviceBuffer gb = bias ? up(params[1]->value) : DeviceBuffer();
+      DeviceBuffer gy = zeros(n * u), gdx = input_grad ? zeros(n * f) : DeviceBuffer(), gdw = zeros(u * f);
+      DeviceBuffer gdb = bias ? zeros(u) : DeviceBuffer();
+      gpu::dense_forward(*ctx_, gx.as<float>(), gw.as<float>(), gb.as<float>(), gy.as<float>(), n, f, u);
+      gpu::dense_backward(*ctx_, gx.as<float>(), gw.as<float>(), gdy.as<float>(), gdx.as<float>(), gdw.as<float>(),
+                          gdb.as<float>(), n, f, u);
+      compare(down(gy, {n, u}), y, 1e-4, "dense y");
+      if (input_grad) compare(down(gdx, x.shape()), dx, 1e-4, "dense dx");
+      compare(down(gdw, {u, f}), params[0]->grad, 1e-4, "dense dW");
+      if (bias) compare(down(gdb, {u}), params[1]->grad, 1e-4, "dense db");
+    }
+  }
+}
+
+// ---------------------------------------------------------------- activations
+TEST_F(LayerGpu, ActivationsMatchCpu) {
+  const std::vector<std::string> lines = {"relu", "leakyrelu alpha=0.2", "gelu", "tanh", "sigmoid"};
+  for (const std::string& line : lines) {
+    SCOPED_TRACE(line);
+    Rng rng(3);
+    const Shape in{3, 5, 5};
+    auto layer = build_layer(line, in);
+    Tensor x = uniform({8, 3, 5, 5}, rng, -4, 4);
+    for (std::int64_t i = 0; i < x.numel(); i += 17) x.set(i, 0.0);  // the kinks
+    const Tensor dy = uniform(x.shape(), rng, -1, 1);
+    const Tensor y = layer->forward(x, true);
+    const Tensor dx = layer->backward(dy);
+
+    const std::string kind = line.substr(0, line.find(' '));
+    const double alpha = kind == "leakyrelu" ? 0.2 : 0.0;
+    const std::int64_t count = x.numel();
+    DeviceBuffer gx = up(x), gdy = up(dy), gy = zeros(count), gdx = zeros(count);
+    const gpu::Activation a = gpu::activation_from_kind(kind);
+    gpu::activation_forward(*ctx_, a, alpha, gx.as<float>(), gy.as<float>(), count);
+    gpu::activation_backward(*ctx_, a, alpha, gx.as<float>(), gy.as<float>(), gdy.as<float>(), gdx.as<float>(),
+                             count);
+    compare(down(gy, x.shape()), y, 1e-5, line + " y");
+    compare(down(gdx, x.shape()), dx, 1e-5, line + " dx");
+  }
+  testing::expect_error([] { gpu::activation_from_kind("swish"); }, "no activation 'swish'");
+}
+
+// ---------------------------------------------------------------- softmax + cross-entropy
+TEST_F(LayerGpu, SoftmaxCrossEntropyMatchesCpu) {
+  for (const std::int64_t k : {10, 1000}) {
+    SCOPED_TRACE("classes=" + std::to_string(k));
+    Rng rng(5);
+    const std::int64_t n = 64;
+    Tensor logits = uniform({n, k}, rng, -5, 5);
+    // Ties: the first maximum counts for accuracy, on both backends.
+    for (std::int64_t i = 0; i < n; i += 4) {
+      std::int64_t best = 0;
+      for (std::int64_t j = 1; j < k; ++j)
+        if (logits.at(i * k + j) > logits.at(i * k + best)) best = j;
+      logits.set(i * k + (best + 1) % k, logits.at(i * k + best));
+    }
+    std::vector<std::int32_t> labels(n);
+    for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<std::int32_t>(rng.below(k));
+    for (std::int64_t i = 0; i < n; i += 4) {  // make some predictions right, including tied ones
+      std::int64_t best = 0;
+      for (std::int64_t j = 1; j < k; ++j)
+        if (logits.at(i * k + j) > logits.at(i * k + best)) best = j;
+      labels[i] = static_cast<std::int32_t>(i % 8 == 0 ? best : (best + 1) % k);
+    }
+    const double normalizer = 256;  // the global batch: larger than this rank's share
+    Tensor dlogits;
+    const LossResult cpu = softmax_cross_entropy(logits, labels.data(), normalizer, dlogits);
+
+    DeviceBuffer gz = up(logits), gd = zeros(n * k), gl = ctx_->alloc(sizeof(std::int32_t) * n);
+    ctx_->upload(gl.get(), labels.data(), sizeof(std::int32_t) * n);
+    const gpu::LossSums g = gpu::softmax_cross_entropy(*ctx_, gz.as<float>(), gl.as<std::int32_t>(), n, k,
+                                                       normalizer, gd.as<float>());
+    EXPECT_EQ(g.correct, cpu.correct);
+    EXPECT_GT(cpu.correct, 0);
+    const double loss_err = std::abs(g.loss_sum - cpu.loss_sum) / std::abs(cpu.loss_sum);
+    note(loss_err);
+    EXPECT_LE(loss_err, 1e-10) << "loss sums in double on both backends";
+    compare(down(gd, {n, k}), dlogits, 1e-6, "dlogits");
+    const gpu::LossSums eval =
+        gpu::softmax_cross_entropy(*ctx_, gz.as<float>(), gl.as<std::int32_t>(), n, k, 1.0, nullptr);
+    EXPECT_DOUBLE_EQ(eval.loss_sum, g.loss_sum);
+    EXPECT_EQ(eval.correct, g.correct);
+
+    labels[3] = static_cast<std::int32_t>(k + 2);
+    ctx_->upload(gl.get(), labels.data(), sizeof(std::int32_t) * n);
+    testing::expect_error(
+        [&] { gpu::softmax_cross_entropy(*ctx_, gz.as<float>(), gl.as<std::int32_t>(), n, k, 1.0, gd.as<float>()); },
+        "label " + std::to_string(k + 2) + " of sample 3 is outside [0, " + std::to_string(k) + ")");
+  }
+}
+
+TEST_F(LayerGpu, SoftmaxLayerMatchesCpu) {
+  Rng rng(6);
+  const std::int64_t n = 33, k = 70;
+  auto layer = build_layer("softmax", {k});
+  const Tensor x = uniform({n, k}, rng, -6, 6), dy = uniform({n, k}, rng, -1, 1);
+  const Tensor y = layer->forward(x, true);
+  const Tensor dx = layer->backward(dy);
+  DeviceBuffer gx = up(x), gdy = up(dy), gy = zeros(n * k), gdx = zeros(n * k);
+  gpu::softmax_forward(*ctx_, gx.as<float>(), gy.as<float>(), n, k);
+  gpu::softmax_backward(*ctx_, gy.as<float>(), gdy.as<float>(), gdx.as<float>(), n, k);
+  compare(down(gy, {n, k}), y, 1e-6, "softmax y");
+  compare(down(gdx, {n, k}), dx, 1e-6, "softmax dx");
+}
+
+// ---------------------------------------------------------------- optimizers
+TEST_F(LayerGpu, OptimizerStepsMatchCpu) {
+  struct Case {
+    std::string solver, clip;
+  };
+  for (const Case& c : {Case{"sgdm", "l2norm"}, Case{"adam", "global-l2norm"}, Case{"rmsprop", "l2norm"}}) {
+    SCOPED_TRACE(c.solver + " " + c.clip);
+    SolverOptions o;
+    o.solver = c.solver;
+    o.squared_gradient_decay = c.solver == "rmsprop" ? 0.9 : 0.999;
+    o.l2_regularization = 1e-3;
+    o.gradient_threshold = 2.0;
+    o.gradient_threshold_method = c.clip;
+    auto cpu = make_optimizer(o);
+    Rng rng(9);
+    std::vector<Param> params(2);
+    params[0] = {"weight", uniform({50, 30}, rng, -1, 1).to(DType::f32), Tensor({50, 30}), true};
+    params[1] = {"bias", uniform({30}, rng, -1, 1).to(DType::f32), Tensor({30}), false};
+    std::vector<Param*> list = {&params[0], &params[1]};
+
+    std::vector<DeviceBuffer> value, grad, s1, s2;
+    std::vector<gpu::DeviceParam> dev;
+    for (Param& p : params) {
+      value.push_back(up(p.value));
+      grad.push_back(zeros(p.value.numel()));
+      s1.push_back(zeros(p.value.numel()));
+      s2.push_back(zeros(p.value.numel()));
+      dev.push_back({value.back().as<float>(), grad.back().as<float>(), p.value.numel(), p.regularize});
+    }
+    const double lr = 0.05;
+    for (int t = 1; t <= 3; ++t) {
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        // Large enough that clipping acts (norms of ~20 against a threshold of 2).
+        params[i].grad.copy_from(uniform(params[i].value.shape(), rng, -1, 1).to(DType::f32));
+        ctx_->upload(dev[i].grad, params[i].grad.raw(), params[i].grad.bytes());
+      }
+      cpu->step(list, lr);
+      for (const auto& p : dev)
+        if (p.regularize) gpu::add_weight_decay(*ctx_, p.grad, p.value, p.count, o.l2_regularization);
+      const double norm = gpu::clip_gradients(*ctx_, dev, o.gradient_threshold, o.gradient_threshold_method);
+      EXPECT_GT(norm, o.gradient_threshold) << "the test must exercise clipping";
+      for (std::size_t i = 0; i < dev.size(); ++i) {
+        const auto& p = dev[i];
+        if (c.solver == "sgdm")
+          gpu::sgdm_update(*ctx_, p.value, p.grad, s1[i].as<float>(), p.count, o.momentum, lr);
+        else if (c.solver == "adam")
+          gpu::adam_update(*ctx_, p.value, p.grad, s1[i].as<float>(), s2[i].as<float>(), p.count, o.gradient_decay,
+                           o.squared_gradient_decay, o.epsilon, lr, t);
+        else
+          gpu::rmsprop_update(*ctx_, p.value, p.grad, s1[i].as<float>(), p.count, o.squared_gradient_decay,
+                              o.epsilon, lr);
+      }
+      for (std::size_t i = 0; i < params.size(); ++i)
+        compare(down(value[i], params[i].value.shape()), params[i].value, 1e-6,
+                params[i].name + " after step " + std::to_string(t));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- conv2d
+gpu::ConvShape conv_shape(const Conv2dGeometry& g, std::int64_t batch) {
+  gpu::ConvShape s;
+  s.batch = batch, s.channels = g.channels, s.height = g.height, s.width = g.width;
+  s.filters = g.filters, s.kernel = g.kernel, s.stride = g.stride;
+  s.pad_top = g.pad_top, s.pad_left = g.pad_left, s.pad_bottom = g.pad_bottom, s.pad_right = g.pad_right;
+  return s;
+}
+
+TEST_F(LayerGpu, Conv2dMatchesCpu) {
+  struct Case {
+    std::string line;
+    Shape in;
+  };
+  const std::vector<Case> cases = {
+      {"conv2d filters=5 kernel=3 padding=1", {3, 9, 8}},
+      {"conv2d filters=4 kernel=3 stride=2", {2, 11, 10}},
+      {"conv2d filters=3 kernel=4 padding=same", {2, 7, 7}},            // 1 row on top, 2 at the bottom
+      {"conv2d filters=4 kernel=3 stride=2 padding=same", {3, 8, 9}},  // asymmetric in height only
+      {"conv2d filters=6 kernel=1 bias=false", {4, 5, 5}},
+  };
+  for (const bool deterministic : {false, true}) {
+    GpuOptions options;
+    options.deterministic = deterministic;
+    GpuContext ctx(0, 0, options);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.line + (deterministic ? " (deterministic)" : ""));
+      Rng rng(21);
+      const std::int64_t n = 4;
+      auto layer = build_layer(c.line, c.in);
+      randomize_params(*layer, rng, -0.5, 0.5);
+      const auto& g = dynamic_cast<Conv2d&>(*layer).geometry();
+      const gpu::ConvShape s = conv_shape(g, n);
+      Shape xs{n};
+      xs.insert(xs.end(), c.in.begin(), c.in.end());
+      const Shape ys{n, g.filters, g.out_height(), g.out_width()};
+      const Tensor x = uniform(xs, rng, -1, 1), dy = uniform(ys, rng, -1, 1);
+      const Tensor y = layer->forward(x, true);
+      const Tensor dx = layer->backward(dy);
+      auto params = layer->params();
+      const bool bias = params.size() == 2;
+
+      auto put = [&](const Tensor& t) { return to_device(ctx, t.to(DType::f32)); };
+      auto fresh = [&](std::int64_t count) {
+        DeviceBuffer b = ctx.alloc(sizeof(float) * count);
+        ctx.zero(b.get(), sizeof(float) * count);
+        return b;
+      };
+      DeviceBuffer gx = put(x), gdy = put(dy), gw = put(params[0]->value);
+      DeviceBuffer gb = bias ? put(params[1]->value) : DeviceBuffer();
+      DeviceBuffer gy = fresh(numel(ys)), gdx = fresh(x.numel()), gdw = fresh(params[0]->value.numel());
+      DeviceBuffer gdb = bias ? fresh(g.filters) : DeviceBuffer();
+      gpu::conv2d_forward(ctx, s, gx.as<float>(), gw.as<float>(), gb.as<float>(), gy.as<float>());
+      gpu::conv2d_backward(ctx, s, gx.as<float>(), gw.as<float>(), gdy.as<float>(), gdx.as<float>(), gdw.as<float>(),
+                           gdb.as<float>());
+      compare(to_host(ctx, gy.get(), ys), y, 1e-4, "conv2d y");
+      const Tensor gpu_dx = to_host(ctx, gdx.get(), xs), gpu_dw = to_host(ctx, gdw.get(), params[0]->value.shape());
+      compare(gpu_dx, dx, 1e-4, "conv2d dx");
+      compare(gpu_dw, params[0]->grad, 1e-4, "conv2d dW");
+      if (bias) compare(to_host(ctx, gdb.get(), {g.filters}), params[1]->grad, 1e-4, "conv2d db");
+      if (deterministic) {
+        // A second backward gives the same bits.
+        gpu::conv2d_backward(ctx, s, gx.as<float>(), gw.as<float>(), gdy.as<float>(), gdx.as<float>(),
+                             gdw.as<float>(), gdb.as<float>());
+        const Tensor again_dx = to_host(ctx, gdx.get(), xs), again_dw = to_host(ctx, gdw.get(), gpu_dw.shape());
+        for (std::int64_t i = 0; i < again_dx.numel(); ++i) ASSERT_EQ(again_dx.at(i), gpu_dx.at(i)) << i;
+        for (std::int64_t i = 0; i < again_dw.numel(); ++i) ASSERT_EQ(again_dw.at(i), gpu_dw.at(i)) << i;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- pooling
+TEST_F(LayerGpu, PoolingMatchesCpuIncludingTies) {
+  const std::vector<std::string> lines = {"maxpool size=2", "maxpool size=3 stride=2 padding=1",
+                                          "avgpool size=3 stride=1 padding=1", "avgpool size=2"};
+  for (const std::string& line : lines) {
+    SCOPED_TRACE(line);
+    Rng rng(4);
+    const std::int64_t n = 3, c = 4, h = 9, w = 8;
+    auto layer = build_layer(line, {c, h, w});
+    // Quarter steps in [-2, 2]: windows hold many equal maxima, and the
+    // gradient must go to the first of them on both backends.
+    Tensor x({n, c, h, w}, DType::f64);
+    for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, std::round(rng.uniform(-8, 8)) / 4);
+    const Tensor y = layer->forward(x, true);
+    const Tensor dy = uniform(y.shape(), rng, -1, 1);
+    const Tensor dx = layer->backward(dy);
+
+    gpu::PoolShape s;
+    s.batch = n, s.channels = c, s.height = h, s.width = w;
+    const auto attr = [&](const std::string& key, std::int64_t fallback) {
+      const auto at = line.find(key + "=");
+      return at == std::string::npos ? fallback : std::stoll(line.substr(at + key.size() + 1));
+    };
+    s.size = attr("size", 1), s.stride = attr("stride", s.size), s.padding = attr("padding", 0);
+    ASSERT_EQ(y.shape(), Shape({n, c, s.out_height(), s.out_width()}));
+    const gpu::PoolMode mode = line.rfind("max", 0) == 0 ? gpu::PoolMode::max : gpu::PoolMode::average;
+    DeviceBuffer gx = up(x), gdy = up(dy), gy = zeros(y.numel()), gdx = zeros(x.numel());
+    DeviceBuffer arg = mode == gpu::PoolMode::max ? ctx_->alloc(sizeof(std::int32_t) * y.numel()) : DeviceBuffer();
+    gpu::pool2d_forward(*ctx_, mode, s, gx.as<float>(), gy.as<float>(), arg.as<std::int32_t>());
+    gpu::pool2d_backward(*ctx_, mode, s, gdy.as<float>(), arg.as<std::int32_t>(), gdx.as<float>());
+    compare(down(gy, y.shape()), y, 1e-6, line + " y");
+    compare(down(gdx, x.shape()), dx, 1e-6, line + " dx");
+  }
+}
+
+// ---------------------------------------------------------------- batchnorm
+TEST_F(LayerGpu, BatchNormMatchesCpuInTrainingAndInference) {
+  struct Case {
+    Shape in;
+    std::int64_t batch;
+  };
+  for (const Case& c : {Case{{4, 5, 6}, 8}, Case{{12}, 16}}) {
+    SCOPED_TRACE(to_string(c.in));
+    Rng rng(8);
+    auto layer = build_layer("batchnorm momentum=0.2", c.in);
+    auto params = layer->params();  // scale, offset
+    params[0]->value.copy_from(uniform({c.in[0]}, rng, 0.5, 1.5));
+    params[1]->value.copy_from(uniform({c.in[0]}, rng, -0.5, 0.5));
+    auto buffers = layer->buffers();  // running_mean, running_var
+    buffers[0].second->copy_from(uniform({c.in[0]}, rng, -0.2, 0.2));
+    buffers[1].second->copy_from(uniform({c.in[0]}, rng, 0.5, 1.5));
+    const gpu::BatchNormShape s{c.batch, c.in[0], numel(c.in) / c.in[0]};
+    Shape xs{c.batch};
+    xs.insert(xs.end(), c.in.begin(), c.in.end());
+    const std::int64_t count = numel(xs), C = c.in[0];
+    // An offset mean: the variance must not come from E[x²] - E[x]².
+    const Tensor x = uniform(xs, rng, 2, 4), dy = uniform(xs, rng, -1, 1);
+
+    DeviceBuffer gx = up(x), gdy = up(dy), gscale = up(params[0]->value), goffset = up(params[1]->value);
+    DeviceBuffer gmean = up(*buffers[0].second), gvar = up(*buffers[1].second);
+    DeviceBuffer gy = zeros(count), gdx = zeros(count), gds = zeros(C), gdo = zeros(C);
+    DeviceBuffer save_mean = zeros(C), save_inv = zeros(C);
+
+    const Tensor y = layer->forward(x, true);
+    const Tensor dx = layer->backward(dy);
+    gpu::batchnorm_forward_training(*ctx_, s, 0.2, 1e-5, gx.as<float>(), gscale.as<float>(), goffset.as<float>(),
+                                    gy.as<float>(), gmean.as<float>(), gvar.as<float>(), save_mean.as<float>(),
+                                    save_inv.as<float>());
+    gpu::batchnorm_backward_training(*ctx_, s, 1e-5, gx.as<float>(), gdy.as<float>(), gscale.as<float>(),
+                                     save_mean.as<float>(), save_inv.as<float>(), gdx.as<float>(), gds.as<float>(),
+                                     gdo.as<float>());
+    compare(down(gy, xs), y, 1e-4, "training y");
+    compare(down(gmean, {C}), *buffers[0].second, 1e-4, "running mean");
+    compare(down(gvar, {C}), *buffers[1].second, 1e-4, "running variance (unbiased)");
+    compare(down(gdx, xs), dx, 1e-4, "training dx");
+    compare(down(gds, {C}), params[0]->grad, 1e-4, "dscale");
+    compare(down(gdo, {C}), params[1]->grad, 1e-4, "doffset");
+
+    // Inference with the running statistics both sides just updated.
+    const Tensor yi = layer->forward(x, false);
+    const Tensor dxi = layer->backward(dy);
+    gpu::batchnorm_forward_inference(*ctx_, s, 1e-5, gx.as<float>(), gscale.as<float>(), goffset.as<float>(),
+                                     gmean.as<float>(), gvar.as<float>(), gy.as<float>());
+    gpu::batchnorm_backward_inference(*ctx_, s, 1e-5, gx.as<float>(), gdy.as<float>(), gscale.as<float>(),
+                                      gmean.as<float>(), gvar.as<float>(), gdx.as<float>(), gds.as<float>(),
+                                      gdo.as<float>());
+    compare(down(gy, xs), yi, 1e-4, "inference y");
+    compare(down(gdx, xs), dxi, 1e-4, "inference dx");
+    compare(down(gds, {C}), params[0]->grad, 1e-4, "inference dscale");
+    compare(down(gdo, {C}), params[1]->grad, 1e-4, "inference doffset");
+  }
+}
+
+// ---------------------------------------------------------------- dropout (statistics)
+TEST_F(LayerGpu, DropoutMasksHaveTheRightStatistics) {
+  const double rate = 0.3;
+  const std::int64_t n = 1 << 20;
+  Rng rng(2);
+  const Tensor x = uniform({n}, rng, 1, 2);  // never 0, so a 0 in y is a dropped unit
+  const Tensor dy = uniform({n}, rng, 1, 2);
+  DeviceBuffer gx = up(x), gdy = up(dy), gy = zeros(n), gdx = zeros(n), gy2 = zeros(n);
+  gpu::dropout_forward(*ctx_, rate, 42, 1000, gx.as<float>(), gy.as<float>(), n);
+  gpu::dropout_backward(*ctx_, rate, 42, 1000, gdy.as<float>(), gdx.as<float>(), n);
+  const Tensor y = down(gy, {n}), dx = down(gdx, {n});
+  const float keep = static_cast<float>(1.0 / (1.0 - rate));
+  std::int64_t dropped = 0, both = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bool d = y.at(i) == 0;
+    dropped += d;
+    if (i > 0) both += d && y.at(i - 1) == 0;
+    // Kept units are scaled exactly as on the CPU, and backward applies the same mask.
+    ASSERT_EQ(dx.at(i) == 0, d) << "backward must regenerate forward's mask, element " << i;
+    if (!d) {
+      ASSERT_EQ(static_cast<float>(y.at(i)), static_cast<float>(x.at(i)) * keep) << i;
+      ASSERT_EQ(static_cast<float>(dx.at(i)), static_cast<float>(dy.at(i)) * keep) << i;
+    }
+  }
+  // Binomial: 5 standard deviations around rate, and around rate² for neighbouring pairs.
+  const double frac = static_cast<double>(dropped) / n, sigma = std::sqrt(rate * (1 - rate) / n);
+  note(std::abs(frac - rate) / rate);
+  EXPECT_NEAR(frac, rate, 5 * sigma);
+  const double pair = static_cast<double>(both) / (n - 1), r2 = rate * rate;
+  EXPECT_NEAR(pair, r2, 5 * std::sqrt(r2 * (1 - r2) / (n - 1))) << "neighbouring units must drop independently";
+  // The CPU layer drops the same share (its masks come from another generator).
+  auto cpu = build_layer("dropout rate=0.3", {n});
+  const Tensor ycpu = cpu->forward(x.reshaped({1, n}), true);
+  std::int64_t cpu_dropped = 0;
+  for (std::int64_t i = 0; i < n; ++i) cpu_dropped += ycpu.at(i) == 0;
+  EXPECT_NEAR(static_cast<double>(cpu_dropped) / n, frac, 10 * sigma);
+
+  // Another offset (the next step) or seed (another layer) gives an independent mask;
+  // the same pair gives the same one.
+  auto agreement = [&](std::uint64_t seed, std::uint64_t offset) {
+    gpu::dropout_forward(*ctx_, rate, seed, offset, gx.as<float>(), gy2.as<float>(), n);
+    const Tensor other = down(gy2, {n});
+    std::int64_t same_drop = 0;
+    for (std::int64_t i = 0; i < n; ++i) same_drop += other.at(i) == 0 && y.at(i) == 0;
+    return static_cast<double>(same_drop) / n;
+  };
+  EXPECT_DOUBLE_EQ(agreement(42, 1000), frac);
+  EXPECT_NEAR(agreement(42, 1000 + n), r2, 5 * std::sqrt(r2 * (1 - r2) / n));
+  EXPECT_NEAR(agreement(43, 1000), r2, 5 * std::sqrt(r2 * (1 - r2) / n));
+  // rate 0 is the identity.
+  gpu::dropout_forward(*ctx_, 0.0, 42, 0, gx.as<float>(), gy2.as<float>(), n);
+  compare(down(gy2, {n}), x, 0.0, "dropout rate=0");
+}
+
+// ---------------------------------------------------------------- allocator on the device
+TEST_F(LayerGpu, DeviceAllocatorReusesBlocksAcrossSteps) {
+  CachingAllocator& a = ctx_->allocator();
+  a.empty_cache();
+  auto one_step = [&] {
+    DeviceBuffer x = ctx_->alloc(64 * 784 * 4), h = ctx_->alloc(64 * 128 * 4), y = ctx_->alloc(64 * 10 * 4);
+    ctx_->zero(x.get(), x.bytes());
+    ctx_->zero(h.get(), h.bytes());
+    ctx_->zero(y.get(), y.bytes());
+  };
+  one_step();
+  const std::int64_t warm = a.stats().backing_allocations;
+  for (int i = 0; i < 5; ++i) one_step();
+  ctx_->synchronize();
+  EXPECT_EQ(a.stats().backing_allocations, warm) << "no cudaMalloc after the first step";
+  EXPECT_GE(a.stats().cache_hits, 15);
+  DeviceBuffer pinned(ctx_->pinned_allocator(), 1 << 20);
+  EXPECT_NE(pinned.get(), nullptr);
+}
+
+}  // namespace
+}  // namespace dlscale
