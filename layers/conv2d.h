@@ -8,6 +8,9 @@
 // The CPU path lowers the whole batch with im2col into one
 // (C·K·K) × (N·OH·OW) matrix and runs one multithreaded GEMM; the class is
 // public so tests can shrink the scratch limit and exercise chunking.
+// float32 takes oneDNN's convolutions instead when the build has oneDNN
+// (conv2d_onednn.h: Winograd where it applies, else direct kernels;
+// DLSCALE_ONEDNN=0 in the environment turns oneDNN off, =direct Winograd).
 #pragma once
 
 #include <cstddef>
@@ -17,6 +20,8 @@
 #include "layers/layer_spec.h"
 
 namespace dlscale {
+
+class OnednnConv2d;
 
 struct Conv2dGeometry {
   std::int64_t channels = 0, height = 0, width = 0;  // input C×H×W
@@ -31,6 +36,7 @@ class Conv2d : public Layer {
  public:
   // He-normal weights (fan_in = C·K·K) drawn from rng, zero bias.
   Conv2d(const Conv2dGeometry& geometry, bool bias, DType dtype, Rng& rng);
+  ~Conv2d() override;
 
   std::string kind() const override { return "conv2d"; }
   Tensor forward(const Tensor& x, bool training) override;
@@ -45,6 +51,8 @@ class Conv2d : public Layer {
 
  private:
   std::int64_t samples_per_chunk(std::int64_t batch) const;
+  // The oneDNN primitives for a float32 batch of n, made on first use; null when not usable.
+  OnednnConv2d* onednn_for(std::int64_t n);
 
   Conv2dGeometry g_;
   bool has_bias_;
@@ -54,6 +62,10 @@ class Conv2d : public Layer {
   Tensor ymat_;         // scratch: (F, chunk·OH·OW), y or dy in GEMM layout
   bool cols_hold_batch_ = false;  // cols_ is im2col of all of x_ (one chunk)
   std::size_t max_scratch_bytes_ = std::size_t(512) << 20;
+  std::unique_ptr<OnednnConv2d> onednn_;
+  bool onednn_allowed_ = true;     // false: not built, rejected this geometry, or DLSCALE_ONEDNN=0
+  bool onednn_winograd_ = true;   // false: DLSCALE_ONEDNN=direct
+  bool forward_via_onednn_ = false;
 };
 
 std::unique_ptr<Layer> make_conv2d(const LayerSpec& spec, const LayerContext& ctx);

@@ -33,7 +33,7 @@ class Dense : public Layer {
     check_input(x);
     x_ = x;
     const std::int64_t n = x.dim(0);
-    Tensor y({n, units_}, x.dtype());
+    Tensor y = Tensor::uninitialized({n, units_}, x.dtype());  // the GEMM or the bias fills it
     dispatch(x.dtype(), [&]<class T>() {
       T* py = y.data<T>();
       T beta = 0;
@@ -57,7 +57,7 @@ class Dense : public Layer {
                     "dense: backward got dL/dy of shape " + to_string(dy.shape()) + " (" + to_string(dy.dtype()) +
                         ") but the forward output was " + to_string(Shape{n, units_}) + " (" +
                         to_string(x_.dtype()) + ")");
-    Tensor dx = input_grad_needed_ ? Tensor(x_.shape(), x_.dtype()) : Tensor();
+    Tensor dx = input_grad_needed_ ? Tensor::uninitialized(x_.shape(), x_.dtype()) : Tensor();  // beta = 0 GEMM
     dispatch(dy.dtype(), [&]<class T>() {
       const T* pdy = dy.data<T>();
       // dW (units, F) = dyᵀ (units, N) · x (N, F)
@@ -102,6 +102,7 @@ std::unique_ptr<Layer> make_dense(const LayerSpec& spec, const LayerContext& ctx
   if (units < 1) spec.fail_here("units=" + std::to_string(units) + " must be at least 1");
   if (ctx.input_shape.empty() || numel(ctx.input_shape) < 1)
     spec.fail_here("needs a non-empty input, got " + to_string(ctx.input_shape));
+  check_layer_size(spec, ctx, "weight", {units, numel(ctx.input_shape)});
   DLSCALE_REQUIRE(ctx.rng != nullptr, "dense: no random stream to initialize the weights");
   return std::make_unique<Dense>(ctx.input_shape, units, bias, ctx.dtype, *ctx.rng);
 }

@@ -1,4 +1,6 @@
-// Row-major GEMM and thread control over OpenBLAS, typed for float and double.
+// Row-major GEMM and thread control, typed for float and double: float32
+// runs on oneDNN's GEMM when the build has oneDNN (one OpenMP thread pool for
+// every CPU kernel), else on OpenBLAS; float64 always on OpenBLAS.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,13 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
           const T* b, T beta, T* c);
 
-// Threads for BLAS and for the OpenMP loops of the CPU kernels.
+// "oneDNN" or "OpenBLAS": what gemm<float> runs on (DLSCALE_GEMM=openblas
+// in the environment picks OpenBLAS).
+const char* float_gemm_backend();
+
+// Threads for BLAS and for the OpenMP loops of the CPU kernels. Also sets
+// glibc's malloc to keep freed tensor memory mapped (see blas.cpp), which
+// every process that trains wants; the setting is process-wide.
 void set_cpu_threads(int threads);
 int cpu_threads();
 

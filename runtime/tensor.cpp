@@ -11,10 +11,10 @@ namespace {
 // 64-byte alignment keeps BLAS and vectorized loops on their fast paths.
 constexpr std::size_t kAlignment = 64;
 
-std::shared_ptr<std::byte[]> allocate(std::size_t bytes) {
+std::shared_ptr<std::byte[]> allocate(std::size_t bytes, bool zero = true) {
   std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
   auto* p = static_cast<std::byte*>(::operator new[](rounded, std::align_val_t(kAlignment)));
-  std::memset(p, 0, rounded);
+  if (zero) std::memset(p, 0, rounded);
   return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { ::operator delete[](q, std::align_val_t(kAlignment)); });
 }
 }  // namespace
@@ -40,7 +40,9 @@ std::string to_string(const Shape& shape) {
 
 std::int64_t numel(const Shape& shape) {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  // A shape from a file or a config must not overflow into a small, wrong size.
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) fail("shape " + to_string(shape) + " has more elements than fit in 64 bits");
   return n;
 }
 
@@ -48,6 +50,16 @@ Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtyp
   for (auto d : shape_) DLSCALE_REQUIRE(d >= 0, "negative tensor dimension in shape " + to_string(shape_));
   numel_ = dlscale::numel(shape_);
   storage_ = allocate(bytes());
+}
+
+Tensor Tensor::uninitialized(Shape shape, DType dtype) {
+  Tensor t;
+  for (auto d : shape) DLSCALE_REQUIRE(d >= 0, "negative tensor dimension in shape " + to_string(shape));
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.numel_ = dlscale::numel(t.shape_);
+  t.storage_ = allocate(t.bytes(), false);
+  return t;
 }
 
 std::int64_t Tensor::dim(int axis) const {

@@ -192,6 +192,16 @@ TEST(Conv2d, Float32MatchesReference) {
   }
 }
 
+// 16-channel blocks with a 3×3 stride-1 kernel take oneDNN's Winograd path
+// in float32 builds with oneDNN: it must agree with the reference too.
+TEST(Conv2d, Float32WinogradShapesMatchReference) {
+  for (const char* attrs : {"filters=16 kernel=3 padding=same", "filters=32 kernel=3 padding=1"}) {
+    SCOPED_TRACE(attrs);
+    auto layer = build_layer(std::string("conv2d ") + attrs, {16, 9, 9}, DType::f32);
+    expect_matches_reference(*layer, {16, 9, 9}, 4, 1e-4, 15);
+  }
+}
+
 TEST(Conv2d, Gradients) {
   const std::vector<Case> cases = {
       {"filters=2 kernel=3 padding=1", {2, 4, 4}},

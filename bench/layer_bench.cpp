@@ -1,0 +1,91 @@
+// Per-layer profile of a network's training step: each layer of a config
+// built alone (as Network builds it) and timed forward and backward on
+// random data of the batch size, median of the repetitions, in wall time and
+// in CPU time of the process (all threads; on a machine shared with other
+// work the CPU time of a 1-thread run is the steadier figure). Says where a
+// step's time goes, for docs/benchmarks.md; bench/run.sh does not need it.
+//   layer_bench CONFIG.ini [batch=128] [threads=2] [repetitions=20]
+#include <mpi.h>
+
+#include <time.h>
+
+#include <cstdio>
+
+#include "bench_common.h"
+#include "runtime/blas.h"
+
+namespace {
+
+using namespace dlscale;
+using namespace dlscale::bench;
+
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+Tensor random_tensor(const Shape& shape, Rng& rng) {
+  Tensor t(shape);
+  float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(rng.uniform() - 0.5);
+  return t;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2) fail("usage: layer_bench CONFIG.ini [batch] [threads] [repetitions]");
+  const NetworkSpec spec = read_spec(argv[1]);
+  const std::int64_t batch = argc > 2 ? std::stoll(argv[2]) : 128;
+  set_cpu_threads(argc > 3 ? std::stoi(argv[3]) : 2);
+  const int reps = argc > 4 ? std::stoi(argv[4]) : 20;
+  Rng rng(1);
+  Shape shape = spec.input_shape;
+  double total[4] = {};
+  std::printf("%-44s %10s %10s %10s %10s\n", "layer", "fwd ms", "bwd ms", "fwd cpu", "bwd cpu");
+  for (std::size_t i = 0; i + 1 < spec.layer_lines.size(); ++i) {
+    auto line = LayerSpec::parse(spec.layer_lines[i], spec.source);
+    auto layer = make_layer(line, LayerContext{shape, DType::f32, &rng, static_cast<int>(i)});
+    if (i == 0) layer->set_input_grad_needed(false);
+    Shape xs{batch};
+    xs.insert(xs.end(), shape.begin(), shape.end());
+    Tensor x = random_tensor(xs, rng);
+    Tensor y = layer->forward(x, true);
+    Tensor dy = random_tensor(y.shape(), rng);
+    layer->backward(dy);
+    std::vector<double> t[4];  // forward, backward wall; forward, backward CPU
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = Clock::now();
+      double c0 = cpu_seconds();
+      y = layer->forward(x, true);
+      t[0].push_back(since(t0));
+      t[2].push_back(cpu_seconds() - c0);
+      t0 = Clock::now();
+      c0 = cpu_seconds();
+      layer->backward(dy);
+      t[1].push_back(since(t0));
+      t[3].push_back(cpu_seconds() - c0);
+    }
+    double m[4];
+    for (int k = 0; k < 4; ++k) total[k] += m[k] = median(t[k]) * 1e3;
+    std::printf("%-44s %10.3f %10.3f %10.3f %10.3f\n", (std::to_string(i + 1) + " " + spec.layer_lines[i]).c_str(),
+                m[0], m[1], m[2], m[3]);
+    shape = layer->output_shape();
+  }
+  std::printf("%-44s %10.3f %10.3f %10.3f %10.3f\n", "total", total[0], total[1], total[2], total[3]);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  try {
+    code = run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "layer_bench: error: %s\n", e.what());
+    code = 1;
+  }
+  MPI_Finalize();
+  return code;
+}
