@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -27,11 +28,13 @@ const json& field(const json& j, const char* name, const std::string& where) {
   return *it;
 }
 
-std::int64_t int_field(const json& j, const char* name, const std::string& where, std::int64_t min) {
+std::int64_t int_field(const json& j, const char* name, const std::string& where, std::int64_t min,
+                       std::int64_t max = std::numeric_limits<std::int64_t>::max()) {
   const json& v = field(j, name, where);
   if (!v.is_number_integer()) fail(where + ": field '" + name + "' must be an integer");
   auto value = v.get<std::int64_t>();
   if (value < min) fail(where + ": field '" + name + "' must be at least " + std::to_string(min));
+  if (value > max) fail(where + ": field '" + name + "' must be at most " + std::to_string(max));
   return value;
 }
 
@@ -75,7 +78,7 @@ void parse_header(const json& index, const std::string& where, DatasetInfo& info
   } else {
     fail(where + ": field 'dtype' must be \"uint8\" or \"float32\"");
   }
-  info.num_classes = static_cast<int>(int_field(index, "num_classes", where, 1));
+  info.num_classes = static_cast<int>(int_field(index, "num_classes", where, 1, std::numeric_limits<int>::max()));
   info.num_samples = int_field(index, "num_samples", where, 0);
 }
 
@@ -106,6 +109,8 @@ void parse_shards(const json& index, const std::string& where, DatasetInfo& info
     shard.path = (fs::path(info.dir) / name).string();
     shard.first = first;
     shard.count = int_field(s, "num_samples", entry, 0);
+    if (shard.count > std::numeric_limits<std::int64_t>::max() - first)
+      fail(entry + ": the shards hold more than 2^63 samples");
     first += shard.count;
     info.shards.push_back(shard);
   }

@@ -60,6 +60,9 @@ const OptionRow kOptions[] = {
     {"resume", nullptr, "auto (newest valid checkpoint of the run) or a checkpoint file"},
     {"execution-environment", "auto", "auto | cpu | gpu | multi-gpu | parallel-auto | parallel-cpu | parallel-gpu"},
     {"training-precision", "single", "single | double | automatic-mixed"},
+    {"loss-scaling", "auto", "auto (dynamic under automatic-mixed) | none | dynamic: skip steps whose gradients overflow"},
+    {"initial-loss-scale", "65536", "dynamic loss scaling: the scale at the start"},
+    {"loss-scale-growth-interval", "2000", "dynamic loss scaling: good steps in a row before the scale doubles"},
     {"seed", "0", "seed of initialization, shuffling and dropout"},
     {"deterministic", "false", "bitwise-reproducible results for a fixed seed and rank count"},
     {"threads", "0", "CPU threads per rank (0: the CPUs this rank may use)"},
@@ -94,12 +97,15 @@ class Reader {
     }
     throw UsageError("option " + std::string(name) + ": '" + v + "' is not a number");
   }
-  std::int64_t integer(const char* name, std::int64_t min) const {
+  // Most options end up in an int; a value past `max` is refused rather than
+  // cut to a different number (or, past 2^63, undefined behaviour).
+  std::int64_t integer(const char* name, std::int64_t min,
+                       std::int64_t max = std::numeric_limits<int>::max()) const {
     double d = number(name);
     if (std::isinf(d) && d > 0) return std::numeric_limits<int>::max();
-    if (d != std::floor(d) || d < static_cast<double>(min))
-      throw UsageError("option " + std::string(name) + ": '" + str(name) + "' must be an integer >= " +
-                       std::to_string(min));
+    if (d != std::floor(d) || d < static_cast<double>(min) || d > static_cast<double>(max))
+      throw UsageError("option " + std::string(name) + ": '" + str(name) + "' must be an integer from " +
+                       std::to_string(min) + " to " + std::to_string(max));
     return static_cast<std::int64_t>(d);
   }
   bool flag(const char* name) const {
@@ -187,7 +193,15 @@ void fill_options(const Reader& r, TrainingOptions& o) {
   if (!o.resume.empty() && o.resume != "auto") o.resume = r.path("resume");
   o.execution_environment = r.str("execution-environment");
   o.training_precision = r.str("training-precision");
-  o.seed = static_cast<std::uint64_t>(r.integer("seed", 0));
+  o.loss_scale.mode = r.str("loss-scaling");
+  o.loss_scale.initial_scale = r.number("initial-loss-scale");
+  o.loss_scale.growth_interval = r.integer("loss-scale-growth-interval", 1);
+  try {
+    validate(o.loss_scale);
+  } catch (const Error& e) {
+    throw UsageError(std::string("option ") + e.what());
+  }
+  o.seed = static_cast<std::uint64_t>(r.integer("seed", 0, std::int64_t{1} << 53));  // exact in a double
   o.deterministic = r.flag("deterministic");
   o.threads = static_cast<int>(r.integer("threads", 0));
   o.gradient_bucket_mib = r.number("gradient-bucket-size");
@@ -210,7 +224,10 @@ std::vector<std::string> training_option_names() {
   return names;
 }
 
-TrainingOptions parse_training_options(const Args& args, Communicator& comm) {
+namespace {
+
+// comm: the ranks that must agree on a default output folder (none: one process).
+TrainingOptions parse_options_on(const Args& args, Communicator* comm) {
   po::options_description desc = option_table();
   desc.add_options()("config", po::value<std::string>(), "INI config file");
   po::positional_options_description positional;
@@ -248,10 +265,16 @@ TrainingOptions parse_training_options(const Args& args, Communicator& comm) {
   o.output = r.path("output");
   if (o.output.empty()) {
     o.output = default_output(config_path);
-    comm.broadcast(o.output, 0);  // every rank names the same folder
+    if (comm) comm->broadcast(o.output, 0);  // every rank names the same folder
   }
   o.config_text = resolved_config(vm, o);
   return o;
 }
+
+}  // namespace
+
+TrainingOptions parse_training_options(const Args& args, Communicator& comm) { return parse_options_on(args, &comm); }
+
+TrainingOptions parse_training_options(const Args& args) { return parse_options_on(args, nullptr); }
 
 }  // namespace dlscale

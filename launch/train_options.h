@@ -14,6 +14,9 @@ namespace dlscale {
 // Relative data paths are resolved against the working directory; the
 // resolved options become TrainingOptions::config_text. Throws UsageError.
 TrainingOptions parse_training_options(const Args& args, Communicator& comm);
+// The same for one process without MPI (tests, the fuzz target): a default
+// output folder is this process's own choice, agreed with nobody.
+TrainingOptions parse_training_options(const Args& args);
 std::string training_options_help();
 // The option names (what a sweep may vary).
 std::vector<std::string> training_option_names();

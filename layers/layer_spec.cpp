@@ -73,6 +73,20 @@ bool LayerSpec::get_bool(const std::string& key, bool fallback) const {
   fail_here("attribute " + key + "=" + v + " is not true or false");
 }
 
+void check_layer_size(const LayerSpec& spec, const LayerContext& ctx, const std::string& what, const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > ctx.max_elements)
+      spec.fail_here(what + " " + to_string(shape) + " would exceed " + std::to_string(ctx.max_elements) +
+                     " elements (the most one layer may have): is a size in \"" + spec.text() + "\" a typo?");
+}
+
+void check_layer_value(const LayerSpec& spec, const LayerContext& ctx, const std::string& key, std::int64_t value) {
+  if (value > ctx.max_elements)
+    spec.fail_here(key + "=" + std::to_string(value) + " is larger than " + std::to_string(ctx.max_elements) +
+                   " (the most one layer may have): is it a typo?");
+}
+
 void LayerSpec::reject_unused() const {
   for (const auto& [key, value] : attrs_)
     if (!used_.count(key)) fail_here("unknown attribute '" + key + "' in \"" + text_ + "\"");

@@ -45,6 +45,12 @@ class LayerSpec {
   mutable std::set<std::string> used_;
 };
 
+// The most elements a layer's weight or per-sample output may have: BLAS
+// takes 32-bit sizes, and a typo such as units=1000000000 must be an error
+// naming the layer before anything is allocated, not a bad_alloc or an
+// out-of-memory kill.
+inline constexpr std::int64_t kMaxLayerElements = (std::int64_t{1} << 31) - 1;
+
 // What a factory needs to build a layer: the input sample shape (no batch
 // dimension), the parameter element type and the initialization stream.
 struct LayerContext {
@@ -52,6 +58,14 @@ struct LayerContext {
   DType dtype = DType::f32;
   Rng* rng = nullptr;
   int index = 0;  // position in the network, seeds per-layer randomness (dropout)
+  std::int64_t max_elements = kMaxLayerElements;  // lower in tests and fuzzing
 };
+
+// Fails through spec when a tensor of `shape` (`what`: "weight", "output")
+// would hold more than ctx.max_elements elements; overflow-safe.
+void check_layer_size(const LayerSpec& spec, const LayerContext& ctx, const std::string& what, const Shape& shape);
+// The same for one size attribute (kernel=, stride=, padding=), checked
+// before any arithmetic on it can overflow.
+void check_layer_value(const LayerSpec& spec, const LayerContext& ctx, const std::string& key, std::int64_t value);
 
 }  // namespace dlscale

@@ -66,6 +66,12 @@ Shape parse_shape(const std::string& text, const std::string& option) {
 
 Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std::move(spec)), dtype_(dtype) {
   if (spec_.layer_lines.empty()) fail(spec_.source + ": the network has no layers (add 'layer = ...' lines)");
+  std::int64_t input_elements = 1;
+  for (auto d : spec_.input_shape)
+    if (d < 1 || __builtin_mul_overflow(input_elements, d, &input_elements) ||
+        input_elements > spec_.max_layer_elements)
+      fail(spec_.source + ": input " + to_string(spec_.input_shape) + " is not a shape of 1 to " +
+           std::to_string(spec_.max_layer_elements) + " elements per sample");
   Rng rng(seed);
   Shape shape = spec_.input_shape;
   std::map<std::string, int> by_name;
@@ -88,7 +94,7 @@ Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std:
     } else {
       if (node.kind == "softmax" && i + 1 != spec_.layer_lines.size())
         line.fail_here("softmax must be the last layer");
-      LayerContext ctx{shape, dtype_, &rng, static_cast<int>(i)};
+      LayerContext ctx{shape, dtype_, &rng, static_cast<int>(i), spec_.max_layer_elements};
       node.layer = make_layer(line, ctx);
       node.output_shape = node.layer->output_shape();
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "layers/layer.h"
+#include "layers/layer_spec.h"
 
 namespace dlscale {
 
@@ -17,6 +18,7 @@ struct NetworkSpec {
   Shape input_shape;                    // one sample, e.g. {1, 28, 28}
   std::vector<std::string> layer_lines;  // "conv2d filters=16 kernel=3 padding=same", ...
   std::string source = "model spec";    // names the origin in errors ("cnn.ini")
+  std::int64_t max_layer_elements = kMaxLayerElements;  // per weight and per-sample output
 };
 
 // "1x28x28" → {1, 28, 28}; `option` names the setting in errors.

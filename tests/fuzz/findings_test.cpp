@@ -1,0 +1,66 @@
+// The bugs the fuzz targets found, as plain assertions on their messages:
+// the replay tests only show that those inputs no longer crash, these show
+// that each gets the error a user can act on (docs/reliability.md, "Fuzzing").
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "expect_error.h"
+#include "launch/train_options.h"
+#include "layers/network.h"
+#include "runtime/tensor.h"
+
+namespace dlscale {
+namespace {
+
+using testing::expect_error;
+
+Network build(const Shape& input, std::vector<std::string> lines) {
+  return Network(NetworkSpec{input, std::move(lines), "findings.ini"}, DType::f32, 1);
+}
+
+TEST(FuzzFindings, HugeDenseLayerIsAnErrorNamingItsLine) {
+  expect_error([] { build({784}, {"dense units=1000000000", "softmax"}); }, "dense units=1000000000");
+  expect_error([] { build({784}, {"dense units=1000000000", "softmax"}); }, "layer 1: dense: weight 1000000000x784");
+}
+
+TEST(FuzzFindings, HugeConvSizesAreErrorsBeforeAnyArithmetic) {
+  expect_error([] { build({1, 4, 4}, {"conv2d filters=2000000000 kernel=3", "flatten", "softmax"}); },
+               "weight 2000000000x1x3x3 would exceed 2147483647 elements");
+  expect_error([] { build({1, 4, 4}, {"conv2d filters=2 kernel=3 padding=9223372036854775807", "softmax"}); },
+               "padding=9223372036854775807");
+  expect_error([] { build({1, 4, 4}, {"conv2d filters=2 kernel=3 stride=9223372036854775807 padding=same", "softmax"}); },
+               "stride=9223372036854775807");
+  expect_error([] { build({1, 4, 4}, {"maxpool size=9223372036854775807 padding=9223372036854775806", "softmax"}); },
+               "size=9223372036854775807");
+}
+
+TEST(FuzzFindings, OverflowingShapesAreErrors) {
+  expect_error([] { build({9999999999, 9999999999, 99999}, {"dense units=2", "softmax"}); },
+               "input 9999999999x9999999999x99999");
+  expect_error([] { (void)numel({4294967296, 4294967296, 4294967296}); }, "more elements than fit in 64 bits");
+}
+
+TEST(FuzzFindings, LayersJustBelowTheLimitStillBuild) {
+  NetworkSpec spec{{4}, {"dense units=8", "softmax"}, "findings.ini"};
+  spec.max_layer_elements = 32;  // the weight is 8x4 = 32: exactly at the limit
+  EXPECT_EQ(Network(spec, DType::f32, 1).num_classes(), 8);
+  spec.layer_lines[0] = "dense units=9";
+  expect_error([&] { Network(spec, DType::f32, 1); }, "would exceed 32 elements");
+}
+
+TEST(FuzzFindings, OutOfRangeIntegerOptionsAreRefusedNotCut) {
+  const auto path = (std::filesystem::temp_directory_path() / "dlscale-findings-test.ini").string();
+  for (const char* value : {"1e300", "4294967297"}) {
+    std::ofstream(path) << "train-data = d\ninput = 4\nlayer = softmax\nmax-epochs = " << value << "\n";
+    expect_error([&] { parse_training_options({path}); }, "max-epochs: '" + std::string(value) +
+                                                               "' must be an integer from 1 to 2147483647");
+  }
+  std::ofstream(path) << "train-data = d\ninput = 4\nlayer = softmax\nmax-epochs = 2147483647\n";
+  EXPECT_EQ(parse_training_options({path}).max_epochs, 2147483647);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace dlscale
