@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <sstream>
 
 #include "io/hdf5.h"
 #include "io/model_file.h"
@@ -43,14 +42,20 @@ std::vector<std::pair<std::int64_t, fs::path>> checkpoints_in(const std::string&
 
 std::string join(const std::vector<std::string>& parts, char sep) {
   std::string s;
-  for (const auto& p : parts) s += (s.empty() ? "" : std::string(1, sep)) + p;
+  for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? std::string(1, sep) : "") + parts[i];
   return s;
 }
 
+// Inverse of join: n separators give n + 1 parts, empty ones included (a
+// rank without dropout has an empty stream state).
 std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string p; std::getline(in, p, sep);) parts.push_back(p);
+  std::vector<std::string> parts(1);
+  for (char c : text) {
+    if (c == sep)
+      parts.emplace_back();
+    else
+      parts.back() += c;
+  }
   return parts;
 }
 
@@ -72,7 +77,10 @@ void write_checkpoint(const std::string& dir, Network& net, Optimizer& optimizer
                        {"world_size", std::to_string(comm.size())},
                        {"network_hash", id.network_hash},
                        {"config_hash", id.config_hash},
-                       {"loss_scale", "1"},  // CPU training: no loss scaling
+                       {"loss_scale", format_double(state.loss_scale.scale)},
+                       {"loss_scale_good_steps", std::to_string(state.loss_scale.good_steps)},
+                       {"loss_scale_skipped_steps", std::to_string(state.loss_scale.skipped_steps)},
+                       {"loss_scale_skips_in_a_row", std::to_string(state.loss_scale.skips_in_a_row)},
                        {"random_streams", join(streams, '\n')}};
   fs::create_directories(dir);
   char name[64];
@@ -111,6 +119,9 @@ TrainingState restore_checkpoint(const std::string& path, Network& net, Optimize
                             "validations_without_improvement", "world_size", "network_hash", "config_hash",
                             "random_streams"})
       attrs[key] = read_string_attribute(file.get(), key, path);
+    for (const char* key : {"loss_scale", "loss_scale_good_steps", "loss_scale_skipped_steps",
+                            "loss_scale_skips_in_a_row"})
+      if (H5Aexists(file.get(), key) > 0) attrs[key] = read_string_attribute(file.get(), key, path);
   }
   if (attrs["network_hash"] != id.network_hash)
     fail(path + " was written for another network (layers, input or precision differ); resume needs the same network");
@@ -139,6 +150,14 @@ TrainingState restore_checkpoint(const std::string& path, Network& net, Optimize
   s.samples_seen = std::stoll(attrs["samples_seen"]);
   s.best_validation_loss = std::stod(attrs["best_validation_loss"]);
   s.validations_without_improvement = std::stoi(attrs["validations_without_improvement"]);
+  // Checkpoints of older versions have no loss-scale state: the run then
+  // starts loss scaling afresh.
+  if (attrs.count("loss_scale_good_steps")) {
+    s.loss_scale.scale = std::stod(attrs["loss_scale"]);
+    s.loss_scale.good_steps = std::stoll(attrs["loss_scale_good_steps"]);
+    s.loss_scale.skipped_steps = std::stoll(attrs["loss_scale_skipped_steps"]);
+    s.loss_scale.skips_in_a_row = std::stoi(attrs["loss_scale_skips_in_a_row"]);
+  }
   return s;
 }
 

@@ -12,6 +12,7 @@
 
 #include "layers/network.h"
 #include "runtime/communicator.h"
+#include "runtime/loss_scaler.h"
 #include "runtime/optimizer.h"
 
 namespace dlscale {
@@ -23,6 +24,7 @@ struct TrainingState {
   std::int64_t samples_seen = 0;
   double best_validation_loss = std::numeric_limits<double>::infinity();
   int validations_without_improvement = 0;
+  LossScaleState loss_scale;  // scale 1 and never changed when loss scaling is off
 };
 
 // Identifies what a checkpoint may be resumed into.

@@ -8,6 +8,7 @@
 
 #include "io/sampler.h"
 #include "layers/network.h"
+#include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"
 
@@ -39,6 +40,7 @@ struct TrainingOptions {
 
   std::string execution_environment = "auto";
   std::string training_precision = "single";  // single | double | automatic-mixed
+  LossScaleOptions loss_scale;
   std::uint64_t seed = 0;
   bool deterministic = false;
   int threads = 0;  // CPU threads per rank; 0: the CPUs this rank may use

@@ -173,6 +173,43 @@ TEST_F(Cli, DivergingLossStopsNamingIterationAndLastGoodCheckpoint) {
   EXPECT_NE(r.err.find("ckpt-" + std::to_string(bad - 2) + ".h5"), std::string::npos) << r.err;
 }
 
+// Out of memory in a step: one clear error naming the rank, iteration and
+// batch, and what the earlier run left (its checkpoint, its log) is
+// untouched. The first run trains one epoch of 64 samples and stops there
+// with a checkpoint; the resumed epoch at batch 512 needs 2 GiB convolution
+// outputs, which an address-space limit of 3 GiB refuses (the process itself
+// needs well under 1 GiB).
+TEST_F(Cli, OutOfMemoryNamesRankIterationAndKeepsEarlierOutputs) {
+  write_dataset((dir / "small").string(), separable_images(64, 4, 3), 1);
+  const std::string net = "--layer \"conv2d filters=16384 kernel=3 padding=same\" --layer relu "
+                          "--layer \"dense units=4\" --layer softmax --verbose false --validation-data '' "
+                          "--test-data '' ";
+  RunResult first = run_command("DLSCALE_STOP_AT=4 " + dlscale_binary() + " train " + (dir / "mlp.ini").string() +
+                                    " --output " + (dir / "run").string() + " " + net + "--train-data " +
+                                    (dir / "small").string() + " --max-epochs 1 --mini-batch-size 16",
+                                dir);
+  ASSERT_EQ(first.exit_code, 3) << first.err;
+  const auto checkpoint = dir / "run" / "checkpoints" / "ckpt-4.h5";
+  ASSERT_TRUE(fs::exists(checkpoint));
+  const std::string checkpoint_before = read_file(checkpoint);
+  const std::string log_before = read_file(dir / "run" / "log.txt");
+
+  RunResult r = run_command("ulimit -v 3145728 && " + dlscale_binary() + " train " + (dir / "mlp.ini").string() +
+                                " --output " + (dir / "run").string() + " " + net +
+                                "--resume auto --max-epochs 2 --mini-batch-size 512",
+                            dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("rank 0 ran out of memory at iteration 5 with 512 samples per mini-batch on this rank; "
+                       "lower mini-batch-size"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("no checkpoint was written by this run"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
+  EXPECT_EQ(read_file(checkpoint), checkpoint_before);
+  EXPECT_EQ(read_file(dir / "run" / "log.txt").substr(0, log_before.size()), log_before);
+}
+
 TEST_F(Cli, ShardConvertsIdx) {
   // A 3-image idx pair written by hand: magic, counts, then bytes.
   auto be32 = [](std::ofstream& f, std::uint32_t v) {
