@@ -30,6 +30,10 @@ int fetch_command(const Args& args, Communicator& comm);
 int cancel_command(const Args& args, Communicator& comm);
 // Hyper-parameter sweeps: one training per trial, a ranked results table.
 int sweep_command(const Args& args, Communicator& comm);
+// report.html of a run directory or a sweep folder (launch/report.h).
+int report_command(const Args& args, Communicator& comm);
+// Reads a running job's telemetry files only: runs without MPI (a login node, beside the job).
+int monitor_command(const Args& args);
 // Runs before MPI is initialized: it becomes mpirun, whose children must not
 // inherit a singleton's MPI state.
 int launch_command(const Args& args);

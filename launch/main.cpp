@@ -30,7 +30,9 @@ const char* kUsage =
     "  jobs [JOB ...]                       submitted jobs: state and progress\n"
     "  fetch JOB [--to DIR]                 a finished job's summary and outputs\n"
     "  cancel JOB                           cancel a queued or running job\n"
-    "  sweep SWEEP.ini [--profile P]        one training per trial of a grid/random sweep, ranked\n";
+    "  sweep SWEEP.ini [--profile P]        one training per trial of a grid/random sweep, ranked\n"
+    "  report RUN|SWEEP [--output F]        a self-contained report.html with the run's or sweep's plots\n"
+    "  monitor RUN|JOB_FOLDER [--once]      each rank's device, utilization, memory and step time, live\n";
 
 int world_rank() {
   int rank = 0;
@@ -59,7 +61,8 @@ int run(int argc, char** argv) {
                                                    {"jobs", dlscale::jobs_command},
                                                    {"fetch", dlscale::fetch_command},
                                                    {"cancel", dlscale::cancel_command},
-                                                   {"sweep", dlscale::sweep_command}};
+                                                   {"sweep", dlscale::sweep_command},
+                                                   {"report", dlscale::report_command}};
   auto it = commands.find(argv[1]);
   if (it == commands.end())
     throw dlscale::UsageError(std::string("unknown command '") + argv[1] + "'\n" + kUsage);
@@ -87,6 +90,18 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       std::cerr << "dlscale: error: " << e.what() << std::endl;
       return 2;
+    }
+  }
+  // monitor only reads files: no MPI, so it runs on a login node or beside a job.
+  if (argc > 1 && !std::strcmp(argv[1], "monitor")) {
+    try {
+      return dlscale::monitor_command(dlscale::Args(argv + 2, argv + argc));
+    } catch (const dlscale::UsageError& e) {
+      std::cerr << "dlscale: error: " << e.what() << std::endl;
+      return 2;
+    } catch (const std::exception& e) {
+      std::cerr << "dlscale: error: " << e.what() << std::endl;
+      return 1;
     }
   }
   prefer_passive_openmp_waiting(argv);

@@ -85,6 +85,14 @@ std::vector<std::string> Communicator::allgather(const std::string& text) {
   return out;
 }
 
+std::vector<double> Communicator::gather(const double* values, int count, int root) {
+  std::vector<double> all(rank_ == root ? static_cast<std::size_t>(count) * size_ : 0);
+  if (size_ == 1) return std::vector<double>(values, values + count);
+  WatchedWait wait(watchdog_, "a gather of telemetry samples");
+  DLSCALE_CHECK_MPI(MPI_Gather(values, count, MPI_DOUBLE, all.data(), count, MPI_DOUBLE, root, comm_));
+  return all;
+}
+
 void Communicator::barrier() {
   WatchedWait wait(watchdog_, "a barrier");
   DLSCALE_CHECK_MPI(MPI_Barrier(comm_));

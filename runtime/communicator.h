@@ -39,6 +39,8 @@ class Communicator {
   void broadcast(std::string& text, int root = 0);
   // Every rank's string, on every rank (hosts, device names).
   std::vector<std::string> allgather(const std::string& text);
+  // Every rank's `count` values, in rank order, on root (empty elsewhere): telemetry samples.
+  std::vector<double> gather(const double* values, int count, int root = 0);
   void barrier();
 
   // Every collective below runs under this watchdog's bounded wait (none: unbounded).

@@ -24,12 +24,18 @@ class RunDirectory {
   // Always printed (warnings, the start table), also to log.txt.
   void say(const std::string& line);
   void write_metric(const std::string& json_line);
+  // A status line (the progress bar) redrawn in place when this rank prints
+  // to a terminal; cleared before every printed line, never written to log.txt.
+  bool live() const { return live_; }
+  void status(const std::string& line);
+  ~RunDirectory();
   // Writes config.ini / summary.json atomically.
   void write_text(const std::string& name, const std::string& text);
 
  private:
   std::string path_;
-  bool writer_, verbose_;
+  void clear_status();
+  bool writer_, verbose_, live_ = false, status_shown_ = false;
   std::ofstream log_, metrics_;
 };
 

@@ -5,11 +5,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <new>
 #include <nlohmann/json.hpp>
 
 #include "io/loader.h"
@@ -20,9 +22,11 @@
 #include "runtime/evaluation.h"
 #include "runtime/gradient_buckets.h"
 #include "runtime/job_setup.h"
+#include "runtime/loss_scaler.h"
 #include "runtime/preemption.h"
 #include "runtime/progress_table.h"
 #include "runtime/run_directory.h"
+#include "runtime/telemetry.h"
 
 namespace dlscale {
 
@@ -82,6 +86,7 @@ class TrainingRun {
   void sync_buffers();
   void checkpoint();
   bool stop_requested(double local_loss);
+  [[noreturn]] void fail_out_of_memory();
   TrainingResult finish();
 
   const TrainingOptions& o_;
@@ -96,7 +101,12 @@ class TrainingRun {
   std::optional<LearnRateSchedule> schedule_;
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<GradientBuckets> buckets_;
+  std::optional<LossScaler> loss_scaler_;  // when loss scaling is on
   std::optional<RunDirectory> dir_;
+  // Observability: RUN/telemetry.jsonl and peak memory (every rank), the progress bar (rank 0 on a terminal).
+  std::optional<Telemetry> telemetry_;
+  std::optional<ProgressBar> bar_;
+  bool telemetry_due_ = false;  // some rank's sample timer fired (learnt in stop_requested)
   CheckpointIdentity identity_;
   std::string checkpoint_dir_;
   std::vector<std::pair<std::int64_t, std::string>> checkpoints_;  // written by this run: (iteration, path)
@@ -135,6 +145,12 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
   identity_ = {hash_text(network_text), hash_text(o.config_text)};
   dir_.emplace(o.output, comm.rank() == 0, o.verbose, !o.resume.empty());
   checkpoint_dir_ = o.checkpoint_path.empty() ? dir_->file("checkpoints") : o.checkpoint_path;
+  telemetry_.emplace(comm, job, dir_->file("telemetry.jsonl"), dir_->writer(), !o.resume.empty());
+  if (dir_->live()) bar_.emplace(o.max_epochs, sampler_->batches_per_epoch(), o.mini_batch_size);
+  if (loss_scaling_enabled(o.loss_scale, o.training_precision)) {
+    state_.loss_scale.scale = o.loss_scale.initial_scale;  // a resumed run takes the checkpoint's
+    loss_scaler_.emplace(o.loss_scale, state_.loss_scale);
+  }
 }
 
 void TrainingRun::announce() {
@@ -168,10 +184,12 @@ void TrainingRun::resume_if_asked() {
 
 bool TrainingRun::stop_requested(double local_loss) {
   // One small all-reduce per step: every rank stops at the same boundary,
-  // and a non-finite loss on any rank is seen at the step it happened.
-  double flags[2] = {preemption_requested() || state_.iteration == hooks_.stop_iteration ? 1.0 : 0.0,
-                     std::isfinite(local_loss) ? 0.0 : 1.0};
-  comm_.allreduce_sum(flags, 2);
+  // and a non-finite loss on any rank is seen at the step it happened; a
+  // telemetry timer that fired on any rank makes every rank sample.
+  double flags[3] = {preemption_requested() || state_.iteration == hooks_.stop_iteration ? 1.0 : 0.0,
+                     std::isfinite(local_loss) ? 0.0 : 1.0, telemetry_->timer_due() ? 1.0 : 0.0};
+  comm_.allreduce_sum(flags, 3);
+  telemetry_due_ = flags[2] > 0;
   if (flags[1] > 0) {
     // Weights after step j are good when step j+1's loss was finite.
     std::string good;
@@ -184,33 +202,59 @@ bool TrainingRun::stop_requested(double local_loss) {
   return flags[0] > 0;
 }
 
+// std::bad_alloc says nothing a user can act on; this says what to change and
+// what is safe on disk (checkpoints are written atomically, so the last one
+// is whole).
+void TrainingRun::fail_out_of_memory() {
+  const std::string last = checkpoints_.empty() ? std::string("no checkpoint was written by this run")
+                                                : "the last checkpoint is " + checkpoints_.back().second;
+  fail("rank " + std::to_string(comm_.rank()) + " ran out of memory at iteration " +
+       std::to_string(state_.iteration + 1) + " with " + std::to_string(sampler_->local_batch_size()) +
+       " samples per mini-batch on this rank; lower mini-batch-size, use more ranks or a smaller network; " + last);
+}
+
 bool TrainingRun::train_one_batch(const Batch& batch) {
   if (comm_.rank() == hooks_.fail_rank && state_.iteration + 1 == hooks_.fail_iteration)
     fail("injected failure at iteration " + std::to_string(hooks_.fail_iteration) + " (DLSCALE_FAIL_AT)");
   if (comm_.rank() == hooks_.hang_rank && state_.iteration + 1 == hooks_.hang_iteration)
     for (;;) pause();
   watchdog_.set_context("iteration " + std::to_string(state_.iteration + 1));
+  StepScope step_scope(*telemetry_);
   Tensor logits = net_->forward_logits(batch.x, true);
-  LossResult loss = softmax_cross_entropy(logits, batch.labels.data(), static_cast<double>(o_.mini_batch_size), dlogits_);
+  // A scaled loss gradient: dividing the normalizer by the scale multiplies it.
+  const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  LossResult loss = softmax_cross_entropy(logits, batch.labels.data(),
+                                          static_cast<double>(o_.mini_batch_size) / loss_scale, dlogits_);
   net_->backward(dlogits_, [&](const std::vector<Param*>& ready) { buckets_->mark_ready(ready); });
   buckets_->finish();
   const double lr = schedule_->rate(state_.iteration);
-  optimizer_->step(net_->params(), lr);
+  bool take_step = true;
+  if (loss_scaler_) {
+    take_step = loss_scaler_->unscale_or_skip(net_->params(), std::isfinite(loss.loss_sum), state_.iteration + 1, comm_);
+    if (!take_step) {
+      dir_->log("iteration " + std::to_string(state_.iteration + 1) +
+                ": gradients overflowed, step skipped, loss scale lowered to " + std::to_string(loss_scaler_->scale()));
+    }
+  }
+  if (take_step) optimizer_->step(net_->params(), lr);
+  telemetry_->step_done(static_cast<std::int64_t>(batch.labels.size()));
   ++state_.iteration, ++state_.batch_in_epoch;
   state_.samples_seen += o_.mini_batch_size;
   const bool epoch_end = state_.batch_in_epoch == sampler_->batches_per_epoch();
   if (epoch_end) ++state_.epoch, state_.batch_in_epoch = 0;
   bool go_on = log_step(loss, lr);
+  if (bar_) dir_->status(bar_->update(state_.iteration, state_.epoch, state_.batch_in_epoch));
   const bool due = o_.checkpoint_frequency > 0 &&
                    (o_.checkpoint_frequency_unit == "iteration" ? state_.iteration % o_.checkpoint_frequency == 0
                                                                 : epoch_end && state_.epoch % o_.checkpoint_frequency == 0);
   const bool timed = o_.checkpoint_minutes > 0 &&
                      comm_.allreduce_max(seconds_since(t_last_checkpoint_)) >= o_.checkpoint_minutes * 60;
-  if (stop_requested(loss.loss_sum)) {
+  if (stop_requested(take_step ? loss.loss_sum : 0.0)) {  // the loss scaler handled a skipped step
     checkpoint();
     result_.stop_reason = "preempted";
     return false;
   }
+  if (epoch_end || telemetry_due_) telemetry_->sample(seconds_since(t_start_), state_.iteration);
   if (due || timed) checkpoint();
   return go_on;
 }
@@ -235,6 +279,7 @@ bool TrainingRun::log_step(const LossResult& loss, double lr) {
                       {"time_s", row.elapsed_s}};
   dir_->write_metric(m.dump());
   dir_->log(progress_row(row));
+  telemetry_->sample(row.elapsed_s, it);
   if (state_.validations_without_improvement >= o_.validation_patience) {
     result_.stop_reason = "validation patience";
     return false;
@@ -279,19 +324,28 @@ TrainingResult TrainingRun::run() {
   const auto t_loop = Clock::now();
   const std::int64_t first_samples = state_.samples_seen;
   bool go_on = true;
-  while (go_on && state_.epoch < o_.max_epochs) {
-    auto batches = sampler_->epoch_batches(static_cast<int>(state_.epoch));
-    batches.erase(batches.begin(), batches.begin() + state_.batch_in_epoch);  // resumed mid-epoch
-    PrefetchLoader loader(train_, std::move(batches), dtype_);
-    while (go_on) {
-      auto batch = loader.next();
-      if (!batch) break;
-      go_on = train_one_batch(*batch);
-      if (go_on && state_.batch_in_epoch == 0) break;  // the epoch is complete
+  try {
+    while (go_on && state_.epoch < o_.max_epochs) {
+      auto batches = sampler_->epoch_batches(static_cast<int>(state_.epoch));
+      if (state_.batch_in_epoch > static_cast<std::int64_t>(batches.size()))
+        fail("the checkpoint resumed from stopped after batch " + std::to_string(state_.batch_in_epoch) +
+             " of an epoch, but with mini-batch-size " + std::to_string(o_.mini_batch_size) + " an epoch has " +
+             std::to_string(batches.size()) + " batches; resume with the mini-batch-size it was written with");
+      batches.erase(batches.begin(), batches.begin() + state_.batch_in_epoch);  // resumed mid-epoch
+      PrefetchLoader loader(train_, std::move(batches), dtype_);
+      while (go_on) {
+        auto batch = loader.next();
+        if (!batch) break;
+        go_on = train_one_batch(*batch);
+        if (go_on && state_.batch_in_epoch == 0) break;  // the epoch is complete
+      }
     }
+  } catch (const std::bad_alloc&) {
+    fail_out_of_memory();
   }
   dir_->log(progress_rule());
   result_.iterations = state_.iteration;
+  result_.loss_scale = state_.loss_scale;
   result_.epochs = static_cast<int>(state_.epoch + (state_.batch_in_epoch > 0));
   result_.samples_per_second =
       (state_.samples_seen - first_samples) / std::max(seconds_since(t_loop) - eval_time_, 1e-9);
@@ -321,6 +375,7 @@ TrainingResult TrainingRun::finish() {
     dir_->say(line);
   }
   result_.wall_time_s = seconds_since(t_start_);
+  const std::vector<double> peak_rss = telemetry_->gather_peak_memory();  // on rank 0
   if (dir_->writer()) save_model(dir_->file("model.h5"), *net_);
   nlohmann::json summary = {{"epochs", result_.epochs},
                             {"iterations", result_.iterations},
@@ -331,6 +386,8 @@ TrainingResult TrainingRun::finish() {
                             {"devices", result_.devices},
                             {"execution_environment", job_.plan.ranks[0].environment},
                             {"precision", o_.training_precision},
+                            {"loss_scale", state_.loss_scale.scale},
+                            {"skipped_steps", state_.loss_scale.skipped_steps},
                             {"final_minibatch_loss", result_.final_minibatch_loss},
                             {"stop_reason", result_.stop_reason}};
   auto put = [&](const char* key, const std::optional<double>& v) { summary[key] = v ? nlohmann::json(*v) : nullptr; };
@@ -338,6 +395,10 @@ TrainingResult TrainingRun::finish() {
   put("validation_loss", result_.validation_loss);
   put("test_accuracy", result_.test_accuracy);
   put("test_loss", result_.test_loss);
+  if (!peak_rss.empty()) {
+    summary["peak_rss_mib"] = *std::max_element(peak_rss.begin(), peak_rss.end());
+    summary["peak_rss_mib_per_rank"] = peak_rss;
+  }
   dir_->write_text("summary.json", summary.dump(2) + "\n");
   dir_->say("run directory: " + dir_->path());
   result_.network = std::move(net_);

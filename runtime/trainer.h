@@ -23,6 +23,7 @@ struct TrainingResult {
   double final_minibatch_loss = 0;
   std::vector<std::string> devices;  // one per rank
   std::string stop_reason;           // "max epochs", "validation patience", "preempted"
+  LossScaleState loss_scale;         // final scale and skipped steps (scale 1 without loss scaling)
 };
 
 TrainingResult trainnet(const TrainingOptions& options, Communicator& comm);
