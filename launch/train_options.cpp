@@ -239,8 +239,11 @@ TrainingOptions parse_options_on(const Args& args, Communicator* comm) {
       const auto path = vm["config"].as<std::string>();
       std::ifstream file(path);
       if (!file) throw UsageError("cannot open config file " + path);
+      std::stringstream text;
+      text << file.rdbuf();
+      reject_boost_placeholders(text.str(), path);
       try {
-        po::store(po::parse_config_file(file, desc), vm);
+        po::store(po::parse_config_file(text, desc), vm);
       } catch (const po::error& e) {
         throw UsageError(path + ": " + e.what());
       }

@@ -62,5 +62,17 @@ TEST(FuzzFindings, OutOfRangeIntegerOptionsAreRefusedNotCut) {
   std::filesystem::remove(path);
 }
 
+// Boost 1.74 loops for ever formatting an error whose option name holds
+// "%canonical_option%"; such text is refused before Boost sees it.
+TEST(FuzzFindings, BoostPlaceholderTextIsRefusedInsteadOfLoopingForEver) {
+  const auto path = (std::filesystem::temp_directory_path() / "dlscale-placeholder-test.ini").string();
+  std::ofstream(path) << "train-data = d\ninput = 4\nlayer = softmax\nte%canonical_option%st = 1\n";
+  expect_error([&] { parse_training_options({path}); }, "'%canonical_option%' cannot appear in an option name or value");
+  expect_error([&] { parse_training_options({"--x%value%", "1"}); }, "command line: '%value%' cannot appear");
+  std::ofstream(path) << "train-data = d%\ninput = 4\nlayer = softmax\n";  // a lone % is fine
+  EXPECT_EQ(parse_training_options({path}).train_data.find('%') != std::string::npos, true);
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace dlscale
