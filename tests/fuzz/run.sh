@@ -12,8 +12,8 @@ src=$PWD/tests/fuzz
 build=${DLSCALE_FUZZ_BUILD:-$PWD/build-fuzz}
 
 cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DDLSCALE_CUDA=OFF \
-  -DDLSCALE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log"; exit 1; }
+  -DDLSCALE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build-configure.log" 2>&1 ||
+  { cat "$build-configure.log"; exit 1; }
 cmake --build "$build" -j "$(nproc)" --target fuzz_config fuzz_shard fuzz_make_shard_seed
 
 export OMP_NUM_THREADS=1
