@@ -2,8 +2,12 @@
 // timing, medians and the FLOPs of a training step.
 #pragma once
 
+#include <mpi.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <exception>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -88,6 +92,25 @@ inline double total_flops(const std::vector<GemmShape>& gemms) {
   double s = 0;
   for (const auto& g : gemms) s += g.flops();
   return s;
+}
+
+// main() of every benchmark program: MPI around `run`, an error printed
+// with the program's name; with several ranks the failing one aborts the job
+// so no rank waits in a collective.
+inline int run_benchmark(const char* name, int (*run)(int, char**), int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  try {
+    code = run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    code = 1;
+  }
+  MPI_Finalize();
+  return code;
 }
 
 }  // namespace dlscale::bench

@@ -77,15 +77,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int code = 0;
-  try {
-    code = run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "layer_bench: error: %s\n", e.what());
-    code = 1;
-  }
-  MPI_Finalize();
-  return code;
-}
+int main(int argc, char** argv) { return dlscale::bench::run_benchmark("layer_bench", run, argc, argv); }

@@ -10,6 +10,7 @@
 #include "launch/commands.h"
 #include "launch/parse_options.h"
 #include "launch/profiles.h"
+#include "runtime/text_table.h"
 #include "slurm/jobs.h"
 
 namespace dlscale {
@@ -82,18 +83,7 @@ void print_table(const std::vector<JobRecord>& jobs, const std::vector<JobStatus
     rows.push_back({jobs[i].folder, job_id(jobs[i]), jobs[i].profile, state_name(statuses[i].state), epoch,
                     p.known ? std::to_string(p.iteration) : "-", p.known ? number(p.loss, 4) : "-", statuses[i].detail});
   }
-  std::vector<std::size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    std::cout << line << "\n";
-  }
+  std::cout << align_columns(rows);
 }
 
 std::string tail(const fs::path& file, int lines) {

@@ -17,6 +17,7 @@
 #include "launch/commands.h"
 #include "launch/parse_options.h"
 #include "runtime/telemetry.h"
+#include "runtime/text_table.h"
 #include "slurm/job_folder.h"
 
 namespace dlscale {
@@ -101,21 +102,8 @@ std::string table(const fs::path& run, const TelemetryRecord& r, double age) {
                     fixed(s.utilization_pct, 1), fixed(s.memory_mib, 1),
                     s.device_memory_mib ? fixed(*s.device_memory_mib, 1) : "-", fixed(s.step_time_s * 1000, 3),
                     fixed(s.samples_per_second, 1), fixed(age, 1)});
-  std::vector<std::size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  std::string out = run.string() + ": iteration " + std::to_string(r.iteration) + ", " + fixed(r.time_s, 1) +
-                    " s into the run, " + std::to_string(r.ranks.size()) + " rank(s)\n";
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
+  return run.string() + ": iteration " + std::to_string(r.iteration) + ", " + fixed(r.time_s, 1) +
+         " s into the run, " + std::to_string(r.ranks.size()) + " rank(s)\n" + align_columns(rows);
 }
 
 std::string finished_note(const fs::path& run) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "runtime/text_table.h"
 #include "slurm/sweep.h"
 
 namespace dlscale {
@@ -143,19 +144,8 @@ std::string results_table(const std::vector<TrialResult>& results, const std::ve
     cells.insert(cells.begin(), best_exists && i == 0 ? "*" : "");
     rows.push_back(cells);
   }
-  std::vector<std::size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
   std::ostringstream out;
-  for (const auto& row : rows) {
-    std::string text;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      text += row[c];
-      if (c + 1 < row.size()) text += std::string(width[c] - row[c].size() + 2, ' ');
-    }
-    while (!text.empty() && text.back() == ' ') text.pop_back();
-    out << text << "\n";
-  }
+  out << align_columns(rows);
   if (best_exists)
     out << "* best by " << metric << " (" << (metric_higher_is_better(metric) ? "highest" : "lowest") << "): trial "
         << results[0].trial << "\n";

@@ -9,12 +9,14 @@
 #include <map>
 #include <string>
 
+#include "expect_error.h"
 #include "runtime/error.h"
 
 namespace dlscale {
 namespace {
 
 using Env = std::map<std::string, std::string>;
+using testing::expect_error;
 
 EnvLookup lookup(const Env& env) {
   return [env](const std::string& name) -> std::optional<std::string> {
@@ -27,16 +29,6 @@ EnvLookup lookup(const Env& env) {
 Env merged(Env a, const Env& b) {
   a.insert(b.begin(), b.end());
   return a;
-}
-
-template <class Fn>
-void expect_error(Fn&& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "message: " << e.what();
-  }
 }
 
 void expect_layout(const RankLayout& l, int rank, int size, int local_rank, int local_size, int node_id) {
