@@ -23,7 +23,11 @@ if(NOT DLSCALE_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90-real 90-virtual)
     endif()
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA 20 flags for nvcc
+    # C++20 like the host code (the .cu files include its headers). CMake
+    # 3.25 does not know nvcc's C++20 flag, though nvcc 12+ has it.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     add_library(dlscale_cudnn INTERFACE IMPORTED)
     target_include_directories(dlscale_cudnn INTERFACE ${CUDNN_INCLUDE_DIR})

@@ -90,6 +90,10 @@ class Elementwise final : public Layer {
   }
 
   std::string kind() const override { return kind_; }
+  std::map<std::string, double> settings() const override {
+    if constexpr (requires { op_.alpha; }) return {{"alpha", op_.alpha}};
+    return {};
+  }
 
   // x, y are (N, ...output_shape).
   Tensor forward(const Tensor& x, bool) override {

@@ -34,6 +34,7 @@ class BatchNorm final : public Layer {
   }
 
   std::string kind() const override { return "batchnorm"; }
+  std::map<std::string, double> settings() const override { return {{"momentum", momentum_}, {"epsilon", epsilon_}}; }
   std::vector<Param*> params() override { return {&scale_, &offset_}; }
   std::vector<std::pair<std::string, Tensor*>> buffers() override {
     return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};

@@ -4,7 +4,7 @@
 // batch-first, NCHW; weights as the CPU layer stores them), the same
 // formulas, and backward overwrites parameter gradients. The sources sit
 // beside the CPU ones (layers/<layer>.cu); tests/gpu compares the two.
-// CUDA builds only. The trainer does not call these yet.
+// CUDA builds only; layers/device_network.cu runs a Network through them.
 #pragma once
 
 #include <cstdint>

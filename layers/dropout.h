@@ -27,6 +27,7 @@ class Dropout final : public Layer {
   Tensor backward(const Tensor& dy) override;
 
   double rate() const { return rate_; }
+  std::map<std::string, double> settings() const override { return {{"rate", rate_}}; }
   std::vector<Rng*> random_streams() override { return {&rng_}; }
   // For finite-difference tests only: while frozen, training forwards on an
   // input of the same shape reuse the last mask instead of drawing a new one.

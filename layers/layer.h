@@ -2,6 +2,7 @@
 // Tensors passed between layers are batch-first: N×F or N×C×H×W.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,12 @@ class Layer {
   // Random streams the layer draws from while training (dropout masks), so
   // checkpoints can save and restore them.
   virtual std::vector<Rng*> random_streams() { return {}; }
+
+  // The hyper-parameters the layer resolved from its spec line, defaults
+  // applied ("size", "stride", "momentum", ...): what another backend (the
+  // GPU's, layers/device_network.cu) needs to run the same layer without
+  // parsing the spec a second time.
+  virtual std::map<std::string, double> settings() const { return {}; }
 
   // The first layer's dL/dx is never used: Network turns it off so layers
   // whose input gradient is costly (conv2d's col2im) can skip it and return

@@ -58,9 +58,9 @@ class Network {
   // One line per layer: index, name, kind, output shape, learnables.
   std::string describe();
 
- private:
-  std::vector<Rng*> random_streams();
-
+  // The layer graph, for other backends (layers/device_network.cu): node i
+  // takes node i-1's output (the network input for i = 0); an add node also
+  // takes node add_from's.
   struct Node {
     std::string name;               // user's name= or "layerN"
     std::string kind;
@@ -68,6 +68,10 @@ class Network {
     int add_from = -1;              // for add: node whose output is added
     Shape output_shape;
   };
+  const std::vector<Node>& nodes() const { return nodes_; }
+
+ private:
+  std::vector<Rng*> random_streams();
 
   NetworkSpec spec_;
   DType dtype_;

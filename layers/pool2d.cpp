@@ -38,6 +38,9 @@ class Pool2d : public Layer {
   }
 
   std::string kind() const override { return kind_ == PoolKind::max ? "maxpool" : "avgpool"; }
+  std::map<std::string, double> settings() const override {
+    return {{"size", double(g_.size)}, {"stride", double(g_.stride)}, {"padding", double(g_.padding)}};
+  }
 
   // x is (N, C, H, W); y is (N, C, OH, OW).
   Tensor forward(const Tensor& x, bool) override {

@@ -3,7 +3,7 @@
 // rounding (no fused multiply-adds), so one step matches the CPU's to the
 // last bit or two. Optimizer::step's order is the caller's: weight decay,
 // then clipping, then the update. CUDA builds only (runtime/optimizer.cu);
-// not wired into the trainer yet.
+// runtime/device_optimizer.cu steps a GPU rank's parameters with them.
 #pragma once
 
 #include <cstdint>

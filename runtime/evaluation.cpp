@@ -17,12 +17,18 @@ void check_data_fits(const Network& net, const DatasetInfo& data, const std::str
 }
 
 EvalResult evaluate(Network& net, const DatasetInfo& data, std::int64_t batch_size, Communicator& comm) {
-  PrefetchLoader loader(data, evaluation_batches(data.num_samples, batch_size, comm.rank(), comm.size()),
-                        net.dtype());
+  const BatchLoss on_cpu = [&](const Batch& batch) {
+    return softmax_cross_entropy_eval(net.forward_logits(batch.x, false), batch.labels.data());
+  };
+  return evaluate(on_cpu, net.dtype(), data, batch_size, comm);
+}
+
+EvalResult evaluate(const BatchLoss& batch_loss, DType dtype, const DatasetInfo& data, std::int64_t batch_size,
+                    Communicator& comm) {
+  PrefetchLoader loader(data, evaluation_batches(data.num_samples, batch_size, comm.rank(), comm.size()), dtype);
   double sums[3] = {0, 0, 0};  // loss, correct, samples
   while (auto batch = loader.next()) {
-    Tensor logits = net.forward_logits(batch->x, false);
-    LossResult r = softmax_cross_entropy_eval(logits, batch->labels.data());
+    LossResult r = batch_loss(*batch);
     sums[0] += r.loss_sum;
     sums[1] += static_cast<double>(r.correct);
     sums[2] += static_cast<double>(batch->labels.size());

@@ -15,7 +15,7 @@ namespace dlscale {
 
 namespace {
 const char* kValues = "auto, cpu, gpu, multi-gpu, parallel-auto, parallel-cpu, parallel-gpu";
-const char* kNoKernels = "this version of dlscale has no GPU training kernels yet";
+const char* kNoKernels = "this dlscale was built without CUDA, so it has no GPU training";
 
 std::string option(const std::string& environment) { return "execution-environment=" + environment; }
 std::string at(int rank, const RankResources& r) { return "rank " + std::to_string(rank) + " on host " + r.host; }

@@ -34,6 +34,9 @@ class GradientBuckets {
   void finish();
 
   std::size_t bucket_count() const { return buckets_.size(); }
+  // Bucket b's params in the order of its flat buffer (reverse layer order):
+  // a GPU rank lays out its device gradients the same way (NCCL buckets).
+  const std::vector<Param*>& bucket_params(std::size_t b) const { return buckets_[b].params; }
   std::vector<std::size_t> bucket_sizes_bytes() const;
   // "bytes,bytes,..." of the plan: every rank must issue the same collectives.
   std::string plan_signature() const;

@@ -14,9 +14,6 @@ namespace dlscale {
 
 namespace {
 
-// This build has no GPU training kernels yet (the CUDA backend issue adds
-// them): GPUs are reported, never used.
-constexpr bool kGpuKernels = false;
 constexpr char kSep = '\x1f';
 
 std::string encode(const RankResources& r, int threads) {
@@ -84,7 +81,8 @@ JobSetup setup_job(const std::string& environment, Communicator& comm) {
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) job.notes.push_back(line);
   }
-  job.plan = resolve_execution(environment, job.ranks, kGpuKernels);
+  // A CUDA build trains on the GPUs it finds; a build without CUDA reports them and never uses them.
+  job.plan = resolve_execution(environment, job.ranks, query_gpus().compiled);
   if (!job.plan.note.empty()) job.notes.insert(job.notes.begin(), job.plan.note);
   if (job.plan.self_launch_ranks > 0)
     fail("execution-environment=multi-gpu: start the job with dlscale launch -n " +

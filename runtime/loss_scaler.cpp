@@ -54,7 +54,10 @@ bool loss_scaling_enabled(const LossScaleOptions& o, const std::string& training
 
 bool LossScaler::unscale_or_skip(const std::vector<Param*>& params, bool local_loss_finite, std::int64_t iteration,
                                  Communicator& comm) {
-  const bool grads_finite = unscale_all_finite(params, 1.0 / state_.scale);
+  return decide(unscale_all_finite(params, 1.0 / state_.scale), local_loss_finite, iteration, comm);
+}
+
+bool LossScaler::decide(bool grads_finite, bool local_loss_finite, std::int64_t iteration, Communicator& comm) {
   // The summed gradients are the same on every rank, but the loss is not:
   // one max keeps the decision common.
   const bool overflow = comm.allreduce_max((grads_finite && local_loss_finite) ? 0.0 : 1.0) > 0;

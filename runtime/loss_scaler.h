@@ -48,6 +48,9 @@ class LossScaler {
   // max_skips_in_a_row steps in a row overflowed, naming the iteration.
   bool unscale_or_skip(const std::vector<Param*>& params, bool local_loss_finite, std::int64_t iteration,
                        Communicator& comm);
+  // The same decision for gradients another backend has already divided by
+  // scale() (the GPU's): grads_finite says whether all of them are finite.
+  bool decide(bool grads_finite, bool local_loss_finite, std::int64_t iteration, Communicator& comm);
 
  private:
   const LossScaleOptions& options_;

@@ -1,25 +1,10 @@
 // NCCL all-reduce on its own stream, with the unique id broadcast over MPI.
-#include <cuda_runtime.h>
-#include <nccl.h>
-
 #include <string>
 
+#include "runtime/cuda_check.h"
 #include "runtime/nccl_allreduce.h"
 
 namespace dlscale {
-
-namespace {
-
-void check_cuda(cudaError_t rc, const char* call, const char* file, int line) {
-  if (rc != cudaSuccess) fail_call("CUDA call failed", call, cudaGetErrorString(rc), file, line);
-}
-void check_nccl(ncclResult_t rc, const char* call, const char* file, int line) {
-  if (rc != ncclSuccess) fail_call("NCCL call failed", call, ncclGetErrorString(rc), file, line);
-}
-#define DLSCALE_CHECK_CUDA(call) check_cuda((call), #call, __FILE__, __LINE__)
-#define DLSCALE_CHECK_NCCL(call) check_nccl((call), #call, __FILE__, __LINE__)
-
-}  // namespace
 
 struct NcclAllreduce::State {
   int device = 0;

@@ -20,6 +20,7 @@
 #include "runtime/blas.h"
 #include "runtime/checkpoint.h"
 #include "runtime/evaluation.h"
+#include "runtime/gpu_training.h"
 #include "runtime/gradient_buckets.h"
 #include "runtime/job_setup.h"
 #include "runtime/loss_scaler.h"
@@ -36,11 +37,14 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 std::string hash_text(const std::string& text) { return std::to_string(std::hash<std::string>{}(text)); }
 
-DType precision_dtype(const std::string& precision) {
+DType precision_dtype(const std::string& precision, const ExecutionPlan& plan) {
   if (precision == "single") return DType::f32;
   if (precision == "double") return DType::f64;
-  if (precision == "automatic-mixed")
+  if (precision == "automatic-mixed" && plan.gpu_index < 0)
     fail("training-precision=automatic-mixed needs a GPU; this rank trains on the CPU (use single or double)");
+  if (precision == "automatic-mixed")
+    fail("training-precision=automatic-mixed: the GPU backend computes in float32 only so far (half-precision "
+         "kernels are not built yet); use single");
   fail("unknown training-precision '" + precision + "' (expected single, double or automatic-mixed)");
 }
 
@@ -73,17 +77,23 @@ struct TestHooks {
 // One training run on the communicator of the computing ranks.
 class TrainingRun {
  public:
-  TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, Clock::time_point t_start);
+  // plan: this rank's device (CPU, or the GPU it trains on).
+  TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, const ExecutionPlan& plan,
+              Clock::time_point t_start);
   ~TrainingRun() { comm_.set_watchdog(nullptr); }
   TrainingResult run();
 
  private:
   void announce();
   void resume_if_asked();
-  bool train_one_batch(const Batch& batch);  // false: stop training
+  // false: stop training. next: the batch after this one, staged to the GPU during this step.
+  bool train_one_batch(const Batch& batch, const Batch* next);
+  // The loss of one step on the CPU; false in *stepped when the loss scaler skipped it.
+  LossResult cpu_step(const Batch& batch, double lr, double normalizer, bool* stepped);
   bool log_step(const LossResult& loss, double lr);
   void run_validation();
   void sync_buffers();
+  EvalResult evaluate_on(const DatasetInfo& data);  // on the GPU for a GPU rank
   void checkpoint();
   bool stop_requested(double local_loss);
   [[noreturn]] void fail_out_of_memory();
@@ -92,6 +102,7 @@ class TrainingRun {
   const TrainingOptions& o_;
   Communicator& comm_;
   const JobSetup& job_;
+  const ExecutionPlan& plan_;
   Clock::time_point t_start_, t_last_checkpoint_;
   DType dtype_;
   DatasetInfo train_;
@@ -102,6 +113,9 @@ class TrainingRun {
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<GradientBuckets> buckets_;
   std::optional<LossScaler> loss_scaler_;  // when loss scaling is on
+  // A GPU rank's device copy of the network and its step; net_ and
+  // optimizer_ stay the master copy (updated by pull_from_device()).
+  std::unique_ptr<GpuTraining> gpu_;
   std::optional<RunDirectory> dir_;
   // Observability: RUN/telemetry.jsonl and peak memory (every rank), the progress bar (rank 0 on a terminal).
   std::optional<Telemetry> telemetry_;
@@ -119,9 +133,10 @@ class TrainingRun {
   Tensor dlogits_;
 };
 
-TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, Clock::time_point t_start)
-    : o_(o), comm_(comm), job_(job), t_start_(t_start), t_last_checkpoint_(t_start),
-      dtype_(precision_dtype(o.training_precision)), watchdog_(o.collective_timeout_s, comm.rank()) {
+TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, const ExecutionPlan& plan,
+                         Clock::time_point t_start)
+    : o_(o), comm_(comm), job_(job), plan_(plan), t_start_(t_start), t_last_checkpoint_(t_start),
+      dtype_(precision_dtype(o.training_precision, plan)), watchdog_(o.collective_timeout_s, comm.rank()) {
   comm_.set_watchdog(&watchdog_);
   // Everything a user can get wrong is checked before the run directory exists.
   train_ = open_dataset(o.train_data);
@@ -213,30 +228,27 @@ void TrainingRun::fail_out_of_memory() {
        " samples per mini-batch on this rank; lower mini-batch-size, use more ranks or a smaller network; " + last);
 }
 
-bool TrainingRun::train_one_batch(const Batch& batch) {
+bool TrainingRun::train_one_batch(const Batch& batch, const Batch* next) {
   if (comm_.rank() == hooks_.fail_rank && state_.iteration + 1 == hooks_.fail_iteration)
     fail("injected failure at iteration " + std::to_string(hooks_.fail_iteration) + " (DLSCALE_FAIL_AT)");
   if (comm_.rank() == hooks_.hang_rank && state_.iteration + 1 == hooks_.hang_iteration)
     for (;;) pause();
   watchdog_.set_context("iteration " + std::to_string(state_.iteration + 1));
   StepScope step_scope(*telemetry_);
-  Tensor logits = net_->forward_logits(batch.x, true);
-  // A scaled loss gradient: dividing the normalizer by the scale multiplies it.
-  const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
-  LossResult loss = softmax_cross_entropy(logits, batch.labels.data(),
-                                          static_cast<double>(o_.mini_batch_size) / loss_scale, dlogits_);
-  net_->backward(dlogits_, [&](const std::vector<Param*>& ready) { buckets_->mark_ready(ready); });
-  buckets_->finish();
   const double lr = schedule_->rate(state_.iteration);
+  // A scaled loss gradient: dividing the normalizer by the scale multiplies it.
+  const double normalizer = static_cast<double>(o_.mini_batch_size) / (loss_scaler_ ? loss_scaler_->scale() : 1.0);
   bool take_step = true;
-  if (loss_scaler_) {
-    take_step = loss_scaler_->unscale_or_skip(net_->params(), std::isfinite(loss.loss_sum), state_.iteration + 1, comm_);
-    if (!take_step) {
-      dir_->log("iteration " + std::to_string(state_.iteration + 1) +
-                ": gradients overflowed, step skipped, loss scale lowered to " + std::to_string(loss_scaler_->scale()));
-    }
+  LossResult loss{};
+  if (gpu_) {
+    GpuStepResult r = gpu_->step(batch, next, normalizer, lr, state_.iteration, loss_scaler_ ? &*loss_scaler_ : nullptr);
+    loss = r.loss, take_step = r.step_taken;
+  } else {
+    loss = cpu_step(batch, lr, normalizer, &take_step);
   }
-  if (take_step) optimizer_->step(net_->params(), lr);
+  if (!take_step)
+    dir_->log("iteration " + std::to_string(state_.iteration + 1) +
+              ": gradients overflowed, step skipped, loss scale lowered to " + std::to_string(loss_scaler_->scale()));
   telemetry_->step_done(static_cast<std::int64_t>(batch.labels.size()));
   ++state_.iteration, ++state_.batch_in_epoch;
   state_.samples_seen += o_.mini_batch_size;
@@ -257,6 +269,17 @@ bool TrainingRun::train_one_batch(const Batch& batch) {
   if (epoch_end || telemetry_due_) telemetry_->sample(seconds_since(t_start_), state_.iteration);
   if (due || timed) checkpoint();
   return go_on;
+}
+
+LossResult TrainingRun::cpu_step(const Batch& batch, double lr, double normalizer, bool* stepped) {
+  Tensor logits = net_->forward_logits(batch.x, true);
+  LossResult loss = softmax_cross_entropy(logits, batch.labels.data(), normalizer, dlogits_);
+  net_->backward(dlogits_, [&](const std::vector<Param*>& ready) { buckets_->mark_ready(ready); });
+  buckets_->finish();
+  *stepped = !loss_scaler_ ||
+             loss_scaler_->unscale_or_skip(net_->params(), std::isfinite(loss.loss_sum), state_.iteration + 1, comm_);
+  if (*stepped) optimizer_->step(net_->params(), lr);
+  return loss;
 }
 
 // Reduces and logs the mini-batch figures when a row is due; false when
@@ -289,14 +312,23 @@ bool TrainingRun::log_step(const LossResult& loss, double lr) {
 
 // Batch-norm running statistics follow each rank's own samples; as in
 // PyTorch DDP, rank 0's win, so evaluations and checkpoints agree on every rank.
+// On a GPU rank the host copy is brought up to date first (everything a
+// checkpoint, evaluation or model file reads) and the result sent back.
 void TrainingRun::sync_buffers() {
+  if (gpu_) gpu_->to_host();
   for (Tensor* t : net_->buffers()) comm_.broadcast(*t, 0);
+  if (gpu_) gpu_->from_host();
+}
+
+EvalResult TrainingRun::evaluate_on(const DatasetInfo& data) {
+  if (!gpu_) return evaluate(*net_, data, o_.mini_batch_size, comm_);
+  return evaluate([&](const Batch& batch) { return gpu_->evaluate(batch); }, dtype_, data, o_.mini_batch_size, comm_);
 }
 
 void TrainingRun::run_validation() {
   const auto t_eval = Clock::now();
   sync_buffers();
-  EvalResult v = evaluate(*net_, *validation_, o_.mini_batch_size, comm_);
+  EvalResult v = evaluate_on(*validation_);
   last_val_acc_ = v.accuracy, last_val_loss_ = v.loss;
   nlohmann::json m = {{"type", "validation"}, {"epoch", state_.epoch}, {"iteration", state_.iteration},
                       {"loss", v.loss},       {"accuracy", v.accuracy}, {"time_s", seconds_since(t_start_)}};
@@ -319,6 +351,15 @@ void TrainingRun::checkpoint() {
 TrainingResult TrainingRun::run() {
   announce();
   resume_if_asked();
+  // After the broadcast and any resume: the device starts from the host's state.
+  if (plan_.gpu_index >= 0) {
+    GpuTrainingOptions g;
+    g.device = plan_.gpu_index;
+    g.deterministic = o_.deterministic;
+    g.nccl = job_.plan.all_gpu();
+    g.dropout_seed = o_.seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(comm_.rank());
+    gpu_ = make_gpu_training(*net_, *optimizer_, *buckets_, comm_, g);
+  }
   dir_->log(progress_header());
   result_.stop_reason = "max epochs";
   const auto t_loop = Clock::now();
@@ -333,11 +374,15 @@ TrainingResult TrainingRun::run() {
              std::to_string(batches.size()) + " batches; resume with the mini-batch-size it was written with");
       batches.erase(batches.begin(), batches.begin() + state_.batch_in_epoch);  // resumed mid-epoch
       PrefetchLoader loader(train_, std::move(batches), dtype_);
-      while (go_on) {
-        auto batch = loader.next();
-        if (!batch) break;
-        go_on = train_one_batch(*batch);
+      if (gpu_) gpu_->clear_staged();
+      std::optional<Batch> batch = loader.next();
+      while (go_on && batch) {
+        // A GPU rank copies the next batch to the device while this one trains.
+        std::optional<Batch> next;
+        if (gpu_) next = loader.next();
+        go_on = train_one_batch(*batch, next ? &*next : nullptr);
         if (go_on && state_.batch_in_epoch == 0) break;  // the epoch is complete
+        batch = gpu_ ? std::move(next) : loader.next();
       }
     }
   } catch (const std::bad_alloc&) {
@@ -368,7 +413,7 @@ TrainingResult TrainingRun::finish() {
     dir_->say(line);
   }
   if (test_) {
-    EvalResult t = evaluate(*net_, *test_, o_.mini_batch_size, comm_);
+    EvalResult t = evaluate_on(*test_);
     result_.test_accuracy = t.accuracy, result_.test_loss = t.loss;
     char line[128];
     std::snprintf(line, sizeof line, "test accuracy: %.4f  loss: %.4f", t.accuracy, t.loss);
@@ -414,7 +459,7 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   // Idle ranks (parallel-auto with GPUs elsewhere) wait for the others.
   std::unique_ptr<Communicator> computing = world.split(job.plan.ranks[world.rank()].computes);
   TrainingResult result;
-  if (computing) result = TrainingRun(o, *computing, job, t_start).run();
+  if (computing) result = TrainingRun(o, *computing, job, job.plan.ranks[world.rank()], t_start).run();
   world.barrier();
   return result;
 }

@@ -89,22 +89,22 @@ TEST(Execution, WithoutGpuKernelsGpusAreReportedNotUsed) {
   auto r = host("h", 1, 2);
   JobPlan a = resolve_execution("auto", r, false);
   EXPECT_EQ(devices(a), Devices{"cpu"});
-  EXPECT_EQ(a.note, "training on the CPU: 2 GPU(s) found, but this version of dlscale has no GPU training kernels yet");
+  EXPECT_EQ(a.note, "training on the CPU: 2 GPU(s) found, but this dlscale was built without CUDA, so it has no GPU training");
   expect_error([&] { resolve_execution("gpu", r, false); },
-               "execution-environment=gpu: this version of dlscale has no GPU training kernels yet; use cpu or auto");
+               "execution-environment=gpu: this dlscale was built without CUDA, so it has no GPU training; use cpu or auto");
   expect_error([&] { resolve_execution("multi-gpu", r, false); },
-               "execution-environment=multi-gpu: this version of dlscale has no GPU training kernels yet; use auto, "
+               "execution-environment=multi-gpu: this dlscale was built without CUDA, so it has no GPU training; use auto, "
                "or parallel-cpu under mpirun or srun");
   auto four = host("h", 4, 4);
   JobPlan p = resolve_execution("parallel-auto", four, false);
   EXPECT_EQ(devices(p), (Devices{"cpu", "cpu", "cpu", "cpu"}));
   EXPECT_FALSE(p.all_gpu());
   EXPECT_EQ(p.note,
-            "training on the CPU: 4 of 4 ranks see a GPU, but this version of dlscale has no GPU training kernels yet");
+            "training on the CPU: 4 of 4 ranks see a GPU, but this dlscale was built without CUDA, so it has no GPU training");
   expect_error([&] { resolve_execution("parallel-gpu", four, false); },
-               "execution-environment=parallel-gpu: this version of dlscale has no GPU training kernels yet; use "
+               "execution-environment=parallel-gpu: this dlscale was built without CUDA, so it has no GPU training; use "
                "parallel-cpu or parallel-auto");
-  expect_error([&] { resolve_execution("multi-gpu", four, false); }, "no GPU training kernels yet");
+  expect_error([&] { resolve_execution("multi-gpu", four, false); }, "built without CUDA");
   // Without kernels nothing binds, so ranks that would share a GPU are fine.
   std::vector<RankResources> shared = {{"h", 0, 1, "0"}, {"h", 1, 1, "0"}};
   EXPECT_EQ(devices(resolve_execution("parallel-auto", shared, false)), (Devices{"cpu", "cpu"}));

@@ -1,0 +1,279 @@
+// A Network's layer graph run by the CUDA layer functions: the GPU twin of
+// Network::forward_logits and Network::backward (layers/network.cpp), node
+// for node, with the same add joins and the same skipped input gradient of
+// the first layer.
+#include <cstring>
+#include <string>
+
+#include "layers/conv2d.h"
+#include "layers/cuda_layers.h"
+#include "layers/device_network.cuh"
+#include "runtime/gpu_context.cuh"
+
+namespace dlscale {
+
+namespace {
+
+// dst = a + b (dst may be a or b).
+__global__ void sum_kernel(float* dst, const float* a, const float* b, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    dst[i] = a[i] + b[i];
+}
+
+void sum_into(GpuContext& ctx, float* dst, const float* a, const float* b, std::int64_t n) {
+  if (n == 0) return;
+  sum_kernel<<<gpu::blocks_for(n), gpu::kBlock, 0, gpu::stream(ctx)>>>(dst, a, b, n);
+  DLSCALE_CHECK_LAUNCH();
+}
+
+// SplitMix64's finalizer: one dropout key per (seed, node, step), so masks
+// differ between layers and steps and repeat exactly on a rerun.
+std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+bool is_activation(const std::string& kind) {
+  return kind == "relu" || kind == "leakyrelu" || kind == "gelu" || kind == "tanh" || kind == "sigmoid";
+}
+
+double setting(const Layer& layer, const char* name) {
+  const auto settings = layer.settings();
+  auto it = settings.find(name);
+  DLSCALE_REQUIRE(it != settings.end(), layer.kind() + " has no setting '" + name + "'");
+  return it->second;
+}
+
+}  // namespace
+
+struct DeviceNetwork::NodeState {
+  const Network::Node* node = nullptr;
+  Shape input_shape;                 // one sample
+  std::int64_t in_count = 0, out_count = 0;  // elements per sample
+  std::vector<std::size_t> param_index;      // into params_, the layer's params() order
+  DeviceBuffer out;                  // this forward's output, unless it aliases the input
+  const float* y = nullptr;          // the output: out or the input itself (flatten, inference dropout)
+  DeviceBuffer argmax;               // maxpool
+  DeviceBuffer save_mean, save_inv_std;      // batchnorm, for backward
+  float* running_mean = nullptr;     // batchnorm buffers, in buffers_
+  float* running_var = nullptr;
+  bool training = false;
+
+  float* value(DeviceNetwork& net, std::size_t k) const { return net.params_[param_index[k]].value; }
+  float* grad(DeviceNetwork& net, std::size_t k) const { return net.params_[param_index[k]].grad; }
+  bool has_bias() const { return param_index.size() > 1; }
+};
+
+DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropout_seed)
+    : host_(host), ctx_(ctx), dropout_seed_(dropout_seed), host_params_(host.params()) {
+  DLSCALE_REQUIRE(host.dtype() == DType::f32, "the GPU backend trains float32 networks");
+  // Values in forward order, gradients in reverse (see the header).
+  std::int64_t total = 0;
+  for (Param* p : host_params_) total += p->value.numel();
+  gradient_count_ = total;
+  values_ = ctx.alloc(sizeof(float) * std::max<std::int64_t>(total, 1));
+  grads_ = ctx.alloc(sizeof(float) * std::max<std::int64_t>(total, 1));
+  ctx.zero(grads_.get(), grads_.bytes());
+  params_.resize(host_params_.size());
+  std::int64_t value_at = 0, grad_at = total;
+  for (std::size_t i = 0; i < host_params_.size(); ++i) {
+    const Param& p = *host_params_[i];
+    grad_at -= p.value.numel();
+    params_[i] = {values_.as<float>() + value_at, grads_.as<float>() + grad_at, p.value.numel(), p.regularize};
+    value_at += p.value.numel();
+    index_of_[&p] = i;
+  }
+  Shape shape = host.spec().input_shape;
+  for (const auto& node : host.nodes()) {
+    auto state = std::make_shared<NodeState>();
+    state->node = &node;
+    state->input_shape = shape;
+    state->in_count = numel(shape);
+    state->out_count = numel(node.output_shape);
+    if (Layer* layer = node.layer.get()) {
+      const std::string& kind = node.kind;
+      if (!(kind == "dense" || kind == "conv2d" || kind == "maxpool" || kind == "avgpool" || kind == "batchnorm" ||
+            kind == "dropout" || kind == "flatten" || kind == "softmax" || is_activation(kind)))
+        fail(host.spec().source + ": layer '" + node.name + "' (" + kind + ") has no GPU version; train it with "
+             "execution-environment=cpu");
+      if (kind == "conv2d") DLSCALE_REQUIRE(dynamic_cast<Conv2d*>(layer) != nullptr, "conv2d layer of another type");
+      for (Param* p : layer->params()) state->param_index.push_back(index_of_.at(p));
+      for (auto& [name, t] : layer->buffers()) {
+        buffers_.emplace_back(t, ctx.alloc(t->bytes()));
+        (name == "running_mean" ? state->running_mean : state->running_var) = buffers_.back().second.as<float>();
+      }
+    }
+    nodes_.push_back(std::move(state));
+    shape = node.output_shape;
+  }
+  from_host();
+}
+
+const gpu::DeviceParam& DeviceNetwork::device_param(const Param* host_param) const {
+  auto it = index_of_.find(host_param);
+  DLSCALE_REQUIRE(it != index_of_.end(), "parameter '" + host_param->name + "' is not one of this network's");
+  return params_[it->second];
+}
+
+const float* DeviceNetwork::forward_logits(const float* x, std::int64_t batch, bool training, std::uint64_t step) {
+  input_ = x, batch_ = batch, step_ = step;
+  const float* h = x;
+  for (std::size_t i = 0; i + 1 < nodes_.size(); ++i) {
+    NodeState& s = *nodes_[i];
+    const Network::Node& node = *s.node;
+    const std::string& kind = node.kind;
+    s.training = training;
+    s.out = DeviceBuffer();
+    s.y = nullptr;
+    auto output = [&] {
+      s.out = ctx_.alloc(sizeof(float) * std::max<std::int64_t>(batch * s.out_count, 1));
+      s.y = s.out.as<float>();
+      return s.out.as<float>();
+    };
+    if (!node.layer) {  // add: y = x + out[from]
+      sum_into(ctx_, output(), h, nodes_[node.add_from]->y, batch * s.out_count);
+    } else if (kind == "dense") {
+      gpu::dense_forward(ctx_, h, s.value(*this, 0), s.has_bias() ? s.value(*this, 1) : nullptr, output(), batch,
+                         s.in_count, s.out_count);
+    } else if (kind == "conv2d") {
+      const Conv2dGeometry& g = static_cast<Conv2d&>(*node.layer).geometry();
+      const gpu::ConvShape shape{batch,    g.channels, g.height, g.width,   g.filters,    g.kernel,
+                                 g.stride, g.pad_top,  g.pad_left, g.pad_bottom, g.pad_right};
+      gpu::conv2d_forward(ctx_, shape, h, s.value(*this, 0), s.has_bias() ? s.value(*this, 1) : nullptr, output());
+    } else if (is_activation(kind)) {
+      const double alpha = kind == "leakyrelu" ? setting(*node.layer, "alpha") : 0.0;
+      gpu::activation_forward(ctx_, gpu::activation_from_kind(kind), alpha, h, output(), batch * s.in_count);
+    } else if (kind == "maxpool" || kind == "avgpool") {
+      const Layer& l = *node.layer;
+      const gpu::PoolShape shape{batch,
+                                 s.input_shape[0],
+                                 s.input_shape[1],
+                                 s.input_shape[2],
+                                 static_cast<std::int64_t>(setting(l, "size")),
+                                 static_cast<std::int64_t>(setting(l, "stride")),
+                                 static_cast<std::int64_t>(setting(l, "padding"))};
+      const bool max = kind == "maxpool";
+      if (max) s.argmax = ctx_.alloc(sizeof(std::int32_t) * std::max<std::int64_t>(batch * s.out_count, 1));
+      gpu::pool2d_forward(ctx_, max ? gpu::PoolMode::max : gpu::PoolMode::average, shape, h, output(),
+                          max ? s.argmax.as<std::int32_t>() : nullptr);
+    } else if (kind == "batchnorm") {
+      const std::int64_t channels = s.input_shape[0];
+      const gpu::BatchNormShape shape{batch, channels, s.in_count / channels};
+      const double epsilon = setting(*node.layer, "epsilon");
+      if (training) {
+        s.save_mean = ctx_.alloc(sizeof(float) * channels);
+        s.save_inv_std = ctx_.alloc(sizeof(float) * channels);
+        gpu::batchnorm_forward_training(ctx_, shape, setting(*node.layer, "momentum"), epsilon, h,
+                                        s.value(*this, 0), s.value(*this, 1), output(), s.running_mean,
+                                        s.running_var, s.save_mean.as<float>(), s.save_inv_std.as<float>());
+      } else {
+        gpu::batchnorm_forward_inference(ctx_, shape, epsilon, h, s.value(*this, 0), s.value(*this, 1),
+                                         s.running_mean, s.running_var, output());
+      }
+    } else if (kind == "dropout" && training) {
+      gpu::dropout_forward(ctx_, setting(*node.layer, "rate"), mix(dropout_seed_ ^ mix(i) ^ mix(step << 20)), 0, h,
+                           output(), batch * s.in_count);
+    } else {  // flatten, inference dropout: the same values
+      s.y = h;
+    }
+    h = s.y;
+  }
+  return h;
+}
+
+void DeviceNetwork::backward(const float* dlogits, const Network::GradientsReady& on_ready) {
+  const std::int64_t batch = batch_;
+  // skip[j] collects dL/d(output j) arriving through add joins.
+  std::vector<DeviceBuffer> skip(nodes_.size());
+  DeviceBuffer g_owner;
+  const float* g = dlogits;
+  for (int i = static_cast<int>(nodes_.size()) - 2; i >= 0; --i) {
+    NodeState& s = *nodes_[i];
+    const Network::Node& node = *s.node;
+    const std::string& kind = node.kind;
+    const std::int64_t out_n = batch * s.out_count, in_n = batch * s.in_count;
+    if (!skip[i].empty()) {
+      DeviceBuffer sum = ctx_.alloc(sizeof(float) * out_n);
+      sum_into(ctx_, sum.as<float>(), g, skip[i].as<float>(), out_n);
+      g_owner = std::move(sum), g = g_owner.as<float>();
+      skip[i] = DeviceBuffer();
+    }
+    if (!node.layer) {  // y = x + out[from]: both get dy
+      DeviceBuffer& into = skip[node.add_from];
+      if (into.empty()) {
+        into = ctx_.alloc(sizeof(float) * out_n);
+        DLSCALE_CHECK_CUDA(cudaMemcpyAsync(into.get(), g, sizeof(float) * out_n, cudaMemcpyDeviceToDevice,
+                                           gpu::stream(ctx_)));
+      } else {
+        sum_into(ctx_, into.as<float>(), into.as<float>(), g, out_n);
+      }
+      continue;
+    }
+    if (i == 0 && s.param_index.empty()) break;  // dL/dx of the data is never needed
+    const float* x = i == 0 ? input_ : nodes_[i - 1]->y;
+    DeviceBuffer dx_owner;
+    auto dx = [&] {
+      dx_owner = ctx_.alloc(sizeof(float) * std::max<std::int64_t>(in_n, 1));
+      return dx_owner.as<float>();
+    };
+    const bool need_dx = i > 0;
+    if (kind == "dense") {
+      gpu::dense_backward(ctx_, x, s.value(*this, 0), g, need_dx ? dx() : nullptr, s.grad(*this, 0),
+                          s.has_bias() ? s.grad(*this, 1) : nullptr, batch, s.in_count, s.out_count);
+    } else if (kind == "conv2d") {
+      const Conv2dGeometry& geo = static_cast<Conv2d&>(*node.layer).geometry();
+      const gpu::ConvShape shape{batch,      geo.channels, geo.height,   geo.width,    geo.filters,  geo.kernel,
+                                 geo.stride, geo.pad_top,  geo.pad_left, geo.pad_bottom, geo.pad_right};
+      gpu::conv2d_backward(ctx_, shape, x, s.value(*this, 0), g, need_dx ? dx() : nullptr, s.grad(*this, 0),
+                           s.has_bias() ? s.grad(*this, 1) : nullptr);
+    } else if (is_activation(kind)) {
+      const double alpha = kind == "leakyrelu" ? setting(*node.layer, "alpha") : 0.0;
+      gpu::activation_backward(ctx_, gpu::activation_from_kind(kind), alpha, x, s.y, g, dx(), in_n);
+    } else if (kind == "maxpool" || kind == "avgpool") {
+      const Layer& l = *node.layer;
+      const gpu::PoolShape shape{batch,
+                                 s.input_shape[0],
+                                 s.input_shape[1],
+                                 s.input_shape[2],
+                                 static_cast<std::int64_t>(setting(l, "size")),
+                                 static_cast<std::int64_t>(setting(l, "stride")),
+                                 static_cast<std::int64_t>(setting(l, "padding"))};
+      const bool max = kind == "maxpool";
+      gpu::pool2d_backward(ctx_, max ? gpu::PoolMode::max : gpu::PoolMode::average, shape, g,
+                           max ? s.argmax.as<std::int32_t>() : nullptr, dx());
+    } else if (kind == "batchnorm") {
+      const std::int64_t channels = s.input_shape[0];
+      const gpu::BatchNormShape shape{batch, channels, s.in_count / channels};
+      const double epsilon = setting(*node.layer, "epsilon");
+      DLSCALE_REQUIRE(s.training, "batchnorm (GPU): backward after an inference forward");
+      gpu::batchnorm_backward_training(ctx_, shape, epsilon, x, g, s.value(*this, 0), s.save_mean.as<float>(),
+                                       s.save_inv_std.as<float>(), dx(), s.grad(*this, 0), s.grad(*this, 1));
+    } else if (kind == "dropout") {
+      DLSCALE_REQUIRE(s.training, "dropout (GPU): backward after an inference forward");
+      gpu::dropout_backward(ctx_, setting(*node.layer, "rate"), mix(dropout_seed_ ^ mix(i) ^ mix(step_ << 20)), 0,
+                            g, dx(), in_n);
+    }
+    // flatten: dx is dy itself.
+    if (!dx_owner.empty()) g_owner = std::move(dx_owner), g = g_owner.as<float>();
+    if (on_ready) on_ready(node.layer->params());
+  }
+  // Activations go back to the cache between steps, as on the CPU.
+  for (auto& s : nodes_) s->out = DeviceBuffer(), s->argmax = DeviceBuffer(), s->y = nullptr;
+}
+
+void DeviceNetwork::to_host() {
+  for (std::size_t i = 0; i < host_params_.size(); ++i)
+    ctx_.download(host_params_[i]->value.raw(), params_[i].value, host_params_[i]->value.bytes());
+  for (auto& [tensor, buffer] : buffers_) ctx_.download(tensor->raw(), buffer.get(), tensor->bytes());
+}
+
+void DeviceNetwork::from_host() {
+  for (std::size_t i = 0; i < host_params_.size(); ++i)
+    ctx_.upload(params_[i].value, host_params_[i]->value.raw(), host_params_[i]->value.bytes());
+  for (auto& [tensor, buffer] : buffers_) ctx_.upload(buffer.get(), tensor->raw(), tensor->bytes());
+  ctx_.synchronize();  // the copies read pageable host memory the caller may change next
+}
+
+}  // namespace dlscale

@@ -1,0 +1,143 @@
+// Training on the GPU end to end through trainnet (execution-environment=gpu):
+// the device network, staging, solver and loss scaling together.
+//  - Against the CPU: the same CNN (no dropout: its masks come from another
+//    generator on the GPU), seed and batches for one epoch of 30 sgdm steps
+//    end with the same weights within 1e-3 of each tensor's largest
+//    magnitude. One step differs by GEMM/cuDNN rounding (~1e-6, the layer
+//    tests' bound is 1e-4); 30 small steps (lr 0.01) add those differences up
+//    without growing them much. A wrong gradient, a missed update or a stale
+//    batch changes weights by 1e-2 or more.
+//  - Deterministic mode: two runs with dropout and adam give bitwise equal
+//    weights, and a run stopped by a signal and resumed equals both.
+// On a machine without a GPU every test is skipped with the reason.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/gpu.h"
+#include "runtime/trainer.h"
+#include "synthetic_data.h"
+
+namespace dlscale::testing {
+namespace {
+
+TrainingOptions options(const fs::path& dir, const std::string& run, const std::string& environment) {
+  TrainingOptions o;
+  o.train_data = (dir / "train").string();
+  o.test_data = (dir / "train").string();
+  o.network.input_shape = {1, 8, 8};
+  o.network.layer_lines = {"conv2d filters=4 kernel=3 padding=same", "batchnorm", "relu", "maxpool size=2",
+                           "dense units=16", "relu", "dense units=4", "softmax"};
+  o.solver.solver = "sgdm";
+  o.schedule.initial_learn_rate = 0.01;
+  o.max_epochs = 1;
+  o.mini_batch_size = 16;
+  o.shuffle = ShuffleMode::every_epoch;
+  o.verbose = false;
+  o.seed = 5;
+  o.threads = 1;
+  o.execution_environment = environment;
+  o.config_text = "gpu training test";
+  o.output = (dir / run).string();
+  return o;
+}
+
+TrainingOptions deterministic_options(const fs::path& dir, const std::string& run) {
+  TrainingOptions o = options(dir, run, "gpu");
+  o.network.layer_lines.insert(o.network.layer_lines.end() - 2, "dropout rate=0.3");
+  o.solver.solver = "adam";
+  o.max_epochs = 2;
+  o.deterministic = true;
+  o.checkpoint_frequency = 11;
+  o.checkpoint_frequency_unit = "iteration";
+  return o;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (std::int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(t.at(i)));
+  return m;
+}
+
+void expect_bitwise_equal(Network& a, Network& b) {
+  auto ta = a.named_tensors(), tb = b.named_tensors();
+  ASSERT_EQ(ta.size(), tb.size());
+  for (std::size_t k = 0; k < ta.size(); ++k) {
+    ASSERT_EQ(ta[k].second->bytes(), tb[k].second->bytes()) << ta[k].first;
+    EXPECT_EQ(0, std::memcmp(ta[k].second->raw(), tb[k].second->raw(), ta[k].second->bytes())) << ta[k].first;
+  }
+}
+
+class TrainGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const GpuInfo gpu = query_gpus();
+    if (gpu.device_count == 0) GTEST_SKIP() << "no GPU present: " << gpu.reason;
+    dir_ = scratch_dir("train_gpu");
+    write_dataset((dir_ / "train").string(), separable_images(480, 4, 8), 2);
+  }
+  fs::path dir_;
+};
+
+TEST_F(TrainGpu, OneEpochMatchesTheCpuWithinFloat32Rounding) {
+  Communicator comm;
+  TrainingResult cpu = trainnet(options(dir_, "cpu", "cpu"), comm);
+  TrainingResult gpu = trainnet(options(dir_, "gpu", "gpu"), comm);
+  ASSERT_EQ(gpu.iterations, 30);
+  ASSERT_EQ(gpu.devices.size(), 1u);
+  EXPECT_NE(gpu.devices[0].find("gpu"), std::string::npos) << gpu.devices[0];
+  auto tc = cpu.network->named_tensors(), tg = gpu.network->named_tensors();
+  ASSERT_EQ(tc.size(), tg.size());
+  for (std::size_t k = 0; k < tc.size(); ++k) {
+    const Tensor &c = *tc[k].second, &g = *tg[k].second;
+    double worst = 0;
+    for (std::int64_t i = 0; i < c.numel(); ++i) worst = std::max(worst, std::abs(g.at(i) - c.at(i)));
+    const double rel = worst / std::max(max_abs(c), 1e-30);
+    std::printf("[ GPU_CHECK ] %s max_rel_err=%.3g\n", tc[k].first.c_str(), rel);
+    EXPECT_LT(rel, 1e-3) << tc[k].first;
+  }
+  ASSERT_TRUE(cpu.test_accuracy && gpu.test_accuracy);
+  EXPECT_NEAR(*gpu.test_accuracy, *cpu.test_accuracy, 0.02);
+  EXPECT_NEAR(gpu.final_minibatch_loss, cpu.final_minibatch_loss, 1e-3 * std::max(1.0, cpu.final_minibatch_loss));
+}
+
+TEST_F(TrainGpu, DeterministicRunsAndAResumedRunAreBitwiseEqual) {
+  Communicator comm;
+  TrainingResult first = trainnet(deterministic_options(dir_, "first"), comm);
+  TrainingResult second = trainnet(deterministic_options(dir_, "second"), comm);
+  ASSERT_EQ(first.iterations, 60);
+  expect_bitwise_equal(*first.network, *second.network);
+
+  setenv("DLSCALE_STOP_AT", "23", 1);
+  TrainingResult stopped = trainnet(deterministic_options(dir_, "parts"), comm);
+  unsetenv("DLSCALE_STOP_AT");
+  ASSERT_EQ(stopped.stop_reason, "preempted");
+  TrainingOptions o = deterministic_options(dir_, "parts");
+  o.resume = "auto";
+  TrainingResult resumed = trainnet(o, comm);
+  ASSERT_EQ(resumed.iterations, 60);
+  expect_bitwise_equal(*first.network, *resumed.network);
+}
+
+TEST_F(TrainGpu, LossScalingSkipsNoStepOfAHealthyRun) {
+  Communicator comm;
+  TrainingOptions o = options(dir_, "scaled", "gpu");
+  o.loss_scale.mode = "dynamic";
+  o.loss_scale.growth_interval = 10;
+  o.deterministic = true;
+  TrainingOptions p = options(dir_, "plain", "gpu");
+  p.deterministic = true;
+  TrainingResult scaled = trainnet(o, comm);
+  TrainingResult plain = trainnet(p, comm);
+  // Power-of-two scales change no bit of float32 gradients that stay in range.
+  EXPECT_EQ(scaled.loss_scale.skipped_steps, 0);
+  EXPECT_GT(scaled.loss_scale.scale, o.loss_scale.initial_scale);
+  expect_bitwise_equal(*scaled.network, *plain.network);
+}
+
+}  // namespace
+}  // namespace dlscale::testing
