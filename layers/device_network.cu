@@ -27,12 +27,17 @@ void sum_into(GpuContext& ctx, float* dst, const float* a, const float* b, std::
   DLSCALE_CHECK_LAUNCH();
 }
 
-// SplitMix64's finalizer: one dropout key per (seed, node, step), so masks
-// differ between layers and steps and repeat exactly on a rerun.
+// SplitMix64's finalizer.
 std::uint64_t mix(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
+}
+
+// One dropout key per (seed, node, step): masks differ between layers and
+// steps and repeat exactly on a rerun (and in backward).
+std::uint64_t dropout_key(std::uint64_t seed, std::size_t node, std::uint64_t step) {
+  return mix(seed ^ mix(node) ^ mix(step << 20));
 }
 
 bool is_activation(const std::string& kind) {
@@ -60,6 +65,11 @@ struct DeviceNetwork::NodeState {
   float* running_mean = nullptr;     // batchnorm buffers, in buffers_
   float* running_var = nullptr;
   bool training = false;
+  // The layer's settings, resolved once (batch is set per step).
+  gpu::ConvShape conv;
+  gpu::PoolShape pool;
+  gpu::BatchNormShape norm;
+  double alpha = 0, momentum = 0, epsilon = 0, rate = 0;
 
   float* value(DeviceNetwork& net, std::size_t k) const { return net.params_[param_index[k]].value; }
   float* grad(DeviceNetwork& net, std::size_t k) const { return net.params_[param_index[k]].grad; }
@@ -98,7 +108,29 @@ DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropo
             kind == "dropout" || kind == "flatten" || kind == "softmax" || is_activation(kind)))
         fail(host.spec().source + ": layer '" + node.name + "' (" + kind + ") has no GPU version; train it with "
              "execution-environment=cpu");
-      if (kind == "conv2d") DLSCALE_REQUIRE(dynamic_cast<Conv2d*>(layer) != nullptr, "conv2d layer of another type");
+      if (kind == "conv2d") {
+        auto* conv = dynamic_cast<Conv2d*>(layer);
+        DLSCALE_REQUIRE(conv != nullptr, "conv2d layer of another type");
+        const Conv2dGeometry& g = conv->geometry();
+        state->conv = {0,        g.channels, g.height,   g.width,      g.filters,   g.kernel,
+                       g.stride, g.pad_top,  g.pad_left, g.pad_bottom, g.pad_right};
+      } else if (kind == "maxpool" || kind == "avgpool") {
+        state->pool = {0,
+                       shape[0],
+                       shape[1],
+                       shape[2],
+                       static_cast<std::int64_t>(setting(*layer, "size")),
+                       static_cast<std::int64_t>(setting(*layer, "stride")),
+                       static_cast<std::int64_t>(setting(*layer, "padding"))};
+      } else if (kind == "batchnorm") {
+        state->norm = {0, shape[0], state->in_count / shape[0]};
+        state->momentum = setting(*layer, "momentum");
+        state->epsilon = setting(*layer, "epsilon");
+      } else if (kind == "leakyrelu") {
+        state->alpha = setting(*layer, "alpha");
+      } else if (kind == "dropout") {
+        state->rate = setting(*layer, "rate");
+      }
       for (Param* p : layer->params()) state->param_index.push_back(index_of_.at(p));
       for (auto& [name, t] : layer->buffers()) {
         buffers_.emplace_back(t, ctx.alloc(t->bytes()));
@@ -138,43 +170,30 @@ const float* DeviceNetwork::forward_logits(const float* x, std::int64_t batch, b
       gpu::dense_forward(ctx_, h, s.value(*this, 0), s.has_bias() ? s.value(*this, 1) : nullptr, output(), batch,
                          s.in_count, s.out_count);
     } else if (kind == "conv2d") {
-      const Conv2dGeometry& g = static_cast<Conv2d&>(*node.layer).geometry();
-      const gpu::ConvShape shape{batch,    g.channels, g.height, g.width,   g.filters,    g.kernel,
-                                 g.stride, g.pad_top,  g.pad_left, g.pad_bottom, g.pad_right};
-      gpu::conv2d_forward(ctx_, shape, h, s.value(*this, 0), s.has_bias() ? s.value(*this, 1) : nullptr, output());
+      s.conv.batch = batch;
+      gpu::conv2d_forward(ctx_, s.conv, h, s.value(*this, 0), s.has_bias() ? s.value(*this, 1) : nullptr, output());
     } else if (is_activation(kind)) {
-      const double alpha = kind == "leakyrelu" ? setting(*node.layer, "alpha") : 0.0;
-      gpu::activation_forward(ctx_, gpu::activation_from_kind(kind), alpha, h, output(), batch * s.in_count);
+      gpu::activation_forward(ctx_, gpu::activation_from_kind(kind), s.alpha, h, output(), batch * s.in_count);
     } else if (kind == "maxpool" || kind == "avgpool") {
-      const Layer& l = *node.layer;
-      const gpu::PoolShape shape{batch,
-                                 s.input_shape[0],
-                                 s.input_shape[1],
-                                 s.input_shape[2],
-                                 static_cast<std::int64_t>(setting(l, "size")),
-                                 static_cast<std::int64_t>(setting(l, "stride")),
-                                 static_cast<std::int64_t>(setting(l, "padding"))};
+      s.pool.batch = batch;
       const bool max = kind == "maxpool";
       if (max) s.argmax = ctx_.alloc(sizeof(std::int32_t) * std::max<std::int64_t>(batch * s.out_count, 1));
-      gpu::pool2d_forward(ctx_, max ? gpu::PoolMode::max : gpu::PoolMode::average, shape, h, output(),
+      gpu::pool2d_forward(ctx_, max ? gpu::PoolMode::max : gpu::PoolMode::average, s.pool, h, output(),
                           max ? s.argmax.as<std::int32_t>() : nullptr);
     } else if (kind == "batchnorm") {
-      const std::int64_t channels = s.input_shape[0];
-      const gpu::BatchNormShape shape{batch, channels, s.in_count / channels};
-      const double epsilon = setting(*node.layer, "epsilon");
+      s.norm.batch = batch;
       if (training) {
-        s.save_mean = ctx_.alloc(sizeof(float) * channels);
-        s.save_inv_std = ctx_.alloc(sizeof(float) * channels);
-        gpu::batchnorm_forward_training(ctx_, shape, setting(*node.layer, "momentum"), epsilon, h,
-                                        s.value(*this, 0), s.value(*this, 1), output(), s.running_mean,
-                                        s.running_var, s.save_mean.as<float>(), s.save_inv_std.as<float>());
+        s.save_mean = ctx_.alloc(sizeof(float) * s.norm.channels);
+        s.save_inv_std = ctx_.alloc(sizeof(float) * s.norm.channels);
+        gpu::batchnorm_forward_training(ctx_, s.norm, s.momentum, s.epsilon, h, s.value(*this, 0), s.value(*this, 1),
+                                        output(), s.running_mean, s.running_var, s.save_mean.as<float>(),
+                                        s.save_inv_std.as<float>());
       } else {
-        gpu::batchnorm_forward_inference(ctx_, shape, epsilon, h, s.value(*this, 0), s.value(*this, 1),
+        gpu::batchnorm_forward_inference(ctx_, s.norm, s.epsilon, h, s.value(*this, 0), s.value(*this, 1),
                                          s.running_mean, s.running_var, output());
       }
     } else if (kind == "dropout" && training) {
-      gpu::dropout_forward(ctx_, setting(*node.layer, "rate"), mix(dropout_seed_ ^ mix(i) ^ mix(step << 20)), 0, h,
-                           output(), batch * s.in_count);
+      gpu::dropout_forward(ctx_, s.rate, dropout_key(dropout_seed_, i, step), 0, h, output(), batch * s.in_count);
     } else {  // flatten, inference dropout: the same values
       s.y = h;
     }
@@ -223,37 +242,21 @@ void DeviceNetwork::backward(const float* dlogits, const Network::GradientsReady
       gpu::dense_backward(ctx_, x, s.value(*this, 0), g, need_dx ? dx() : nullptr, s.grad(*this, 0),
                           s.has_bias() ? s.grad(*this, 1) : nullptr, batch, s.in_count, s.out_count);
     } else if (kind == "conv2d") {
-      const Conv2dGeometry& geo = static_cast<Conv2d&>(*node.layer).geometry();
-      const gpu::ConvShape shape{batch,      geo.channels, geo.height,   geo.width,    geo.filters,  geo.kernel,
-                                 geo.stride, geo.pad_top,  geo.pad_left, geo.pad_bottom, geo.pad_right};
-      gpu::conv2d_backward(ctx_, shape, x, s.value(*this, 0), g, need_dx ? dx() : nullptr, s.grad(*this, 0),
+      gpu::conv2d_backward(ctx_, s.conv, x, s.value(*this, 0), g, need_dx ? dx() : nullptr, s.grad(*this, 0),
                            s.has_bias() ? s.grad(*this, 1) : nullptr);
     } else if (is_activation(kind)) {
-      const double alpha = kind == "leakyrelu" ? setting(*node.layer, "alpha") : 0.0;
-      gpu::activation_backward(ctx_, gpu::activation_from_kind(kind), alpha, x, s.y, g, dx(), in_n);
+      gpu::activation_backward(ctx_, gpu::activation_from_kind(kind), s.alpha, x, s.y, g, dx(), in_n);
     } else if (kind == "maxpool" || kind == "avgpool") {
-      const Layer& l = *node.layer;
-      const gpu::PoolShape shape{batch,
-                                 s.input_shape[0],
-                                 s.input_shape[1],
-                                 s.input_shape[2],
-                                 static_cast<std::int64_t>(setting(l, "size")),
-                                 static_cast<std::int64_t>(setting(l, "stride")),
-                                 static_cast<std::int64_t>(setting(l, "padding"))};
       const bool max = kind == "maxpool";
-      gpu::pool2d_backward(ctx_, max ? gpu::PoolMode::max : gpu::PoolMode::average, shape, g,
+      gpu::pool2d_backward(ctx_, max ? gpu::PoolMode::max : gpu::PoolMode::average, s.pool, g,
                            max ? s.argmax.as<std::int32_t>() : nullptr, dx());
     } else if (kind == "batchnorm") {
-      const std::int64_t channels = s.input_shape[0];
-      const gpu::BatchNormShape shape{batch, channels, s.in_count / channels};
-      const double epsilon = setting(*node.layer, "epsilon");
       DLSCALE_REQUIRE(s.training, "batchnorm (GPU): backward after an inference forward");
-      gpu::batchnorm_backward_training(ctx_, shape, epsilon, x, g, s.value(*this, 0), s.save_mean.as<float>(),
+      gpu::batchnorm_backward_training(ctx_, s.norm, s.epsilon, x, g, s.value(*this, 0), s.save_mean.as<float>(),
                                        s.save_inv_std.as<float>(), dx(), s.grad(*this, 0), s.grad(*this, 1));
     } else if (kind == "dropout") {
       DLSCALE_REQUIRE(s.training, "dropout (GPU): backward after an inference forward");
-      gpu::dropout_backward(ctx_, setting(*node.layer, "rate"), mix(dropout_seed_ ^ mix(i) ^ mix(step_ << 20)), 0,
-                            g, dx(), in_n);
+      gpu::dropout_backward(ctx_, s.rate, dropout_key(dropout_seed_, i, step_), 0, g, dx(), in_n);
     }
     // flatten: dx is dy itself.
     if (!dx_owner.empty()) g_owner = std::move(dx_owner), g = g_owner.as<float>();

@@ -178,13 +178,13 @@ class CudaTraining final : public GpuTraining {
 
   GpuStepResult step(const Batch& batch, const Batch* next, double normalizer, double learn_rate,
                      std::int64_t iteration, LossScaler* scaler) override {
-    if (stager_.empty()) stage(batch);
+    if (stager_.empty()) stager_.stage(batch);
     const BatchStager::Staged staged = stager_.take();
     DLSCALE_REQUIRE(staged.batch == static_cast<std::int64_t>(batch.labels.size()),
                     "the staged batch is not the one being trained");
     const float* logits = net_.forward_logits(staged.x, staged.batch, true, static_cast<std::uint64_t>(iteration));
     // The next batch's copy overlaps this step from here on.
-    if (next) stage(*next);
+    if (next) stager_.stage(*next);
     DeviceBuffer dlogits = ctx_.alloc(sizeof(float) * std::max<std::int64_t>(staged.batch * net_.num_classes(), 1));
     const gpu::LossSums sums = gpu::softmax_cross_entropy(ctx_, logits, staged.labels, staged.batch,
                                                           net_.num_classes(), normalizer, dlogits.as<float>());
@@ -228,8 +228,6 @@ class CudaTraining final : public GpuTraining {
   }
 
  private:
-  void stage(const Batch& batch) { stager_.stage(batch); }
-
   // NCCL buckets were started during backward; the MPI path of a mixed job
   // takes the gradients through the host buckets instead.
   void reduce_gradients() {
