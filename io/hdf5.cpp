@@ -146,8 +146,13 @@ void write_tensor(hid_t loc, const std::string& name, const Tensor& t) {
   bool f64 = t.dtype() == DType::f64;
   hid_t file_type = f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
   hid_t mem_type = f64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
-  H5Id set(
-      DLSCALE_H5_ID(H5Dcreate2(loc, name.c_str(), file_type, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), what));
+  // No creation/modification times in the object header: two identical
+  // trainings then write byte-identical model files (deterministic mode is
+  // checked with cmp), and nothing in a model depends on when it was written.
+  H5Id dcpl(DLSCALE_H5_ID(H5Pcreate(H5P_DATASET_CREATE), what));
+  DLSCALE_CHECK_H5(H5Pset_obj_track_times(dcpl.get(), 0), what);
+  H5Id set(DLSCALE_H5_ID(H5Dcreate2(loc, name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+                         what));
   if (!t.empty()) DLSCALE_CHECK_H5(H5Dwrite(set.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), what);
 }
 
