@@ -2,38 +2,177 @@
 # GPU checks for a lent GPU machine (run through the device tool): builds with
 # CUDA (only the targets below), runs device discovery, the NCCL all-reduce
 # path, the caching allocator and every CUDA layer against its CPU layer
-# (tests/gpu), and prints a short table last. Logs go under $OUT (default
-# ./gpu-check-out). Sized for 16 cores: about 3 minutes of build, well
-# under the 8 minutes a lent machine allows. GPU training and the PyTorch
-# comparison need the trainer to use the CUDA layers; their rows say so.
-#   bench/gpu_check.sh
+# (tests/gpu); then trains the Fashion-MNIST CNN (examples/fashion-mnist/cnn.ini)
+# on the GPU in float32 (test accuracy and samples/s from summary.json, and
+# two one-epoch --deterministic runs whose model.h5 files are compared with
+# cmp), trains it under automatic-mixed (bf16 with accuracy, fp16 with the
+# loss scaler), and times PyTorch (bench/pytorch_cnn.py --device cuda) on the
+# same network, batch and precision: float32 and bf16 autocast. Prints a
+# short table last.
+#
+# Time: every step runs under `timeout`, its own limit cut to what is left of
+# GPU_CHECK_SECONDS (default 450) since the start, so the table comes out
+# within the lent machine's 8 minutes whatever hangs; a step that fails reads
+# FAILED in its row, one that found no time left SKIPPED. Sized for 16 cores:
+# about 3 minutes of build, then the training steps, each capped (150 s for
+# the EPOCHS=3 accuracy run, 60-90 s for the others).
+#
+# Data: the lent machine has no Fashion-MNIST (no Debian package, no network),
+# so stage it here first and carry it (bench/gpu_data.sh says more):
+#   bench/gpu_data.sh stage     # once here: Debian's files to data/fashion-mnist-idx (31 MB, ignored)
+#   device run: command "bash bench/gpu_check.sh", carry ["data/fashion-mnist-idx"], timeout_s 500
+# Without that folder it trains on synthetic data of the same shape, and the
+# table says so.
+#
+# Logs go under $OUT (default ./gpu-check-out). The device tool brings back at
+# most 8 files, so the training steps' logs and run directories (model files
+# left out) come back packed in one, training-logs.tar.gz.
+#   bench/gpu_check.sh          (PYTHON: the python3 with torch, default python3)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-status() { [ "$1" -eq 0 ] && echo ok || echo "FAILED ($1)"; }
+status() {
+  case $1 in
+    0) echo ok ;;
+    124 | 137) echo "FAILED (timeout)" ;;
+    125) echo "SKIPPED (no time left)" ;;
+    *) echo "FAILED ($1)" ;;
+  esac
+}
 jobs=$(nproc)
 [ "$jobs" -gt 16 ] && jobs=16
+py=${PYTHON:-python3}
 
 start=$(date +%s)
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDLSCALE_CUDA=ON >"$out/configure.log" 2>&1
+deadline=$(( start + ${GPU_CHECK_SECONDS:-450} ))
+# step LIMIT LOG COMMAND...: COMMAND with its output in LOG, killed (with its
+# children) after LIMIT seconds or at the deadline, whichever comes first.
+# Returns COMMAND's status, 124/137 on a timeout, 125 when under 10 s were left.
+step() {
+  local limit=$1 log=$2 left
+  shift 2
+  left=$(( deadline - $(date +%s) ))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt 10 ]; then echo "not started: the time was up" >"$log"; return 125; fi
+  timeout -k 5 "$limit" "$@" >"$log" 2>&1
+}
+
+step 120 "$out/configure.log" cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDLSCALE_CUDA=ON
 configure=$?
 build_start=$(date +%s)
-cmake --build build-gpu -j "$jobs" --target dlscale test_nccl_gpu test_nccl_fallback test_execution \
-  test_gradient_buckets test_device_allocator test_layer_gpu >"$out/build.log" 2>&1
+step 300 "$out/build.log" cmake --build build-gpu -j "$jobs" --target dlscale test_nccl_gpu test_nccl_fallback \
+  test_execution test_gradient_buckets test_device_allocator test_layer_gpu test_train_gpu
 build=$?
 build_time=$(( $(date +%s) - build_start ))
-build-gpu/launch/dlscale info >"$out/info.txt" 2>&1
+step 30 "$out/info.txt" build-gpu/launch/dlscale info
 info=$?
-(cd build-gpu && ctest -R "nccl|execution|gradient_buckets" --output-on-failure) >"$out/gpu-tests.log" 2>&1
+step 120 "$out/gpu-tests.log" ctest --test-dir build-gpu -R "nccl|execution|gradient_buckets" --output-on-failure
 tests=$?
-(cd build-gpu && ctest -R "test_device_allocator" --output-on-failure) >"$out/allocator-tests.log" 2>&1
+step 60 "$out/allocator-tests.log" ctest --test-dir build-gpu -R "test_device_allocator" --output-on-failure
 allocator=$?
 # The layer comparisons directly, so every test's line and error figure is in the log.
-timeout 300 build-gpu/tests/gpu/test_layer_gpu >"$out/layer-gpu-tests.log" 2>&1
+step 120 "$out/layer-gpu-tests.log" build-gpu/tests/gpu/test_layer_gpu
 layers=$?
+# trainnet on the GPU: against the CPU, deterministic and resumed runs, loss scaling, automatic-mixed, fp16 overflow.
+step 150 "$out/train-gpu-tests.log" ctest --test-dir build-gpu -R "test_train_gpu" --output-on-failure
+train_tests=$?
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
+
+# --- Fashion-MNIST CNN on the GPU, and PyTorch on the same network ----------
+dl="build-gpu/launch/dlscale"
+config=examples/fashion-mnist/cnn.ini
+batch=$(sed -n 's/^mini-batch-size *= *//p' "$config")  # PyTorch gets the batch the config trains with
+data=data/gpu-check  # shards and (synthetic) idx files, ignored through data/
+work=runs/gpu-check  # run directories and step logs, ignored through runs/
+rm -rf "$work"
+mkdir -p "$work"
+step 90 "$work/data.log" bash bench/gpu_data.sh "$dl" "$data"
+data_rc=$?
+idx=$(cat "$data/idx" 2>/dev/null)
+source=$(cat "$data/source" 2>/dev/null || echo "none: see data.log")
+
+# train LIMIT NAME OPTION...: the CNN on the GPU into $work/NAME.
+train() {
+  local limit=$1 name=$2
+  shift 2
+  step "$limit" "$work/$name.log" "$dl" train --config "$config" --train-data "$data/train" \
+    --execution-environment gpu --output "$work/$name" "$@"
+}
+# pytorch LIMIT NAME OPTION...: bench/pytorch_cnn.py on the GPU, data held on the GPU; samples/s, median of 3 epochs.
+pytorch() {
+  local limit=$1 name=$2
+  shift 2
+  step "$limit" "$work/$name.log" "$py" bench/pytorch_cnn.py --model "$config" --data "$idx" --device cuda \
+    --batch "$batch" --threads "$jobs" --warmup 50 --iterations 0 --repeats 3 "$@"
+}
+epochs=${EPOCHS:-3}
+# Most telling first, so a short time leaves out the least: float32 accuracy
+# and speed against PyTorch, automatic-mixed (bf16) against PyTorch's bf16
+# autocast, determinism, fp16 with the loss scaler.
+train 150 cnn --max-epochs "$epochs" --validation-data "$data/test" --test-data "$data/test"
+train_rc=$?
+pytorch 90 pytorch-fp32
+pytorch_rc=$?
+train 150 amp-bf16 --max-epochs "$epochs" --validation-data "$data/test" --test-data "$data/test" \
+  --training-precision automatic-mixed --mixed-precision-type bf16
+amp_bf16_rc=$?
+pytorch 60 pytorch-bf16 --autocast bf16
+bf16_rc=$?
+# One epoch without validation or test is enough to show whether two runs agree bit for bit.
+train 60 deterministic-1 --max-epochs 1 --deterministic true --validation-data "" --test-data ""
+det1=$?
+train 60 deterministic-2 --max-epochs 1 --deterministic true --validation-data "" --test-data ""
+det2=$?
+train 60 amp-fp16 --max-epochs 1 --validation-data "" --test-data "$data/test" \
+  --training-precision automatic-mixed --mixed-precision-type fp16
+amp_fp16_rc=$?
+tar czf "$out/training-logs.tar.gz" --exclude='*.h5' -C runs gpu-check 2>/dev/null
+
+# Reads the figures from summary.json: "test accuracy A, S samples/s (device D)".
+summary() {
+  "$py" - "$1" <<'EOF' 2>/dev/null || echo "no summary.json"
+import json, sys
+s = json.load(open(sys.argv[1]))
+acc = s.get("test_accuracy")
+skipped = f", {s['skipped_steps']} skipped" if s.get("mixed_precision_type") == "fp16" else ""
+print(f"test accuracy {'-' if acc is None else format(acc, '.4f')}, "
+      f"{s['samples_per_second']:.0f} samples/s, {s['epochs']} epoch(s){skipped} (device {s['device']})")
+EOF
+}
+samples_per_second() { "$py" -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["samples_per_second"]))' "$1" 2>/dev/null; }
+# ratio_row LABEL OURS THEIRS: dlscale / PyTorch samples/s against the 1.2 target.
+ratio_row() {
+  if [ -n "$2" ] && [ -n "$3" ]; then
+    local ratio verdict
+    ratio=$(awk -v a="$2" -v b="$3" 'BEGIN { printf "%.2f", a / b }')
+    verdict=$(awk -v r="$ratio" 'BEGIN { print (r >= 1.2) ? "ok" : "below target" }')
+    row "$1" "$verdict" "$ratio (target >= 1.2)"
+  else
+    row "$1" "FAILED" "needs both figures above"
+  fi
+}
+# first_difference A B: the first dataset or the file attributes that differ
+# between two model files, to say what a failed cmp is about (model files
+# carry no timestamps, so identical trainings give identical bytes).
+first_difference() {
+  "$py" - "$1" "$2" <<'EOF'
+import sys, h5py
+def contents(path):
+    found = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: found.update({name: obj[()].tobytes()}) if isinstance(obj, h5py.Dataset) else None)
+        found["(file attributes)"] = repr(sorted(f.attrs.items()))
+    return found
+a, b = contents(sys.argv[1]), contents(sys.argv[2])
+differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+print(differ[0] if differ else "no dataset or attribute: the HDF5 layout")
+EOF
+}
+pytorch_rate() { grep -Eo '^[0-9]+(\.[0-9]+)?$' "$1" | head -1; }  # the samples/s line of pytorch_cnn.py
+rate_text() { if [ -n "$1" ]; then echo "$1 samples/s, $2"; else echo "no figure (see $3)"; fi; }
+row() { printf '%-44s %-22s %s\n' "$1" "$2" "$3"; }
 
 printf '\n%-28s %s\n' "check" "result"
 printf '%-28s %s\n' "configure (DLSCALE_CUDA=ON)" "$(status $configure)"
@@ -42,8 +181,8 @@ printf '%-28s %s\n' "dlscale info" "$(status $info): $(grep -o '[0-9]* GPU(s)[^)
 printf '%-28s %s\n' "GPU tests (NCCL all-reduce)" "$(status $tests): $(grep -Eo '[0-9]+% tests passed.*' "$out/gpu-tests.log" | head -1)"
 printf '%-28s %s\n' "caching allocator (host)" "$(status $allocator)"
 printf '%-28s %s\n' "CUDA layers vs CPU" "$(status $layers)"
+printf '%-28s %s\n' "trainnet on the GPU (tests)" "$(status $train_tests): $(grep -o 'automatic-mixed [a-z0-9]* test accuracy [0-9.]* (float32 [0-9.]*)' "$out/train-gpu-tests.log" | tr '\n' ';')"
 printf '%-28s %s\n' "skipped" "$(grep -c 'Skipped' "$out/gpu-tests.log")"
-printf '%-28s %ss\n' "wall time" "$(( $(date +%s) - start ))"
 
 # One row per layer test: gtest's verdict and the largest relative error it measured.
 printf '\n%-52s %-8s %s\n' "test" "status" "max relative error"
@@ -56,5 +195,28 @@ awk '
     for (i = 1; i <= n; ++i) { t = order[i]; printf "%-52s %-8s %s\n", t, st[t], (t in err) ? err[t] : "-" }
     if (n == 0) print "(no layer test ran: see layer-gpu-tests.log)"
   }' "$out/layer-gpu-tests.log"
-printf '%-52s %-8s %s\n' "GPU training (Fashion-MNIST CNN)" "TODO" "not wired yet: the trainer runs on the CPU only"
-printf '%-52s %-8s %s\n' "PyTorch comparison (bench/pytorch_cnn.py)" "TODO" "not wired yet: needs GPU training"
+
+# Training: both sides float32, batch $batch, the same network; the ratio compares
+# dlscale's whole training loop (HDF5 loader, host-to-device copies, validation
+# time left out) with PyTorch stepping on data already on the GPU.
+printf '\n%-44s %-22s %s\n' "Fashion-MNIST CNN on the GPU (batch $batch)" "status" "result"
+row "data" "$(status $data_rc)" "$source"
+row "dlscale GPU training, float32" "$(status $train_rc)" "$(summary "$work/cnn/summary.json")"
+ours=$(samples_per_second "$work/cnn/summary.json")
+theirs=$(pytorch_rate "$work/pytorch-fp32.log")
+row "PyTorch GPU, float32 (data on the GPU)" "$(status $pytorch_rc)" "$(rate_text "$theirs" "median of 3 epochs" pytorch-fp32.log)"
+ratio_row "ratio dlscale / PyTorch, float32" "$ours" "$theirs"
+row "dlscale GPU, automatic-mixed bf16" "$(status $amp_bf16_rc)" "$(summary "$work/amp-bf16/summary.json")"
+bf16=$(pytorch_rate "$work/pytorch-bf16.log")
+row "PyTorch GPU, bf16 autocast (data on GPU)" "$(status $bf16_rc)" "$(rate_text "$bf16" "median of 3 epochs" pytorch-bf16.log)"
+ratio_row "ratio dlscale / PyTorch, bf16" "$(samples_per_second "$work/amp-bf16/summary.json")" "$bf16"
+m1=$work/deterministic-1/model.h5 m2=$work/deterministic-2/model.h5
+cmp -s "$m1" "$m2"
+case "$det1 $det2 $?" in
+  "0 0 0") row "deterministic (2 runs, cmp model.h5)" "ok" "identical" ;;
+  "0 0 "*) row "deterministic (2 runs, cmp model.h5)" "FAILED" \
+    "different: $(first_difference "$m1" "$m2" 2>/dev/null || echo "could not compare values")" ;;
+  *) row "deterministic (2 runs, cmp model.h5)" "FAILED" "run 1: $(status $det1), run 2: $(status $det2)" ;;
+esac
+row "dlscale GPU, automatic-mixed fp16" "$(status $amp_fp16_rc)" "$(summary "$work/amp-fp16/summary.json")"
+row "wall time" "" "$(( $(date +%s) - start ))s of ${GPU_CHECK_SECONDS:-450}s"

@@ -5,7 +5,14 @@ layer), the same batch, optimizer (Adam, no weight decay), precision (float32)
 and threads, on Fashion-MNIST held in memory. Prints samples/s: the median over
 --repeats blocks of --iterations steps (0: one epoch), after --warmup steps;
 with --cpu a second line gives the process CPU time per step in ms (all
-threads), the figure that other work on a shared machine disturbs least."""
+threads), the figure that other work on a shared machine disturbs least.
+
+--device cuda (bench/gpu_check.sh) holds the whole data set on the GPU, so no
+batch is copied from the host; it turns TF32 off (float32 math, as dlscale's
+GPU path: PyTorch's cuDNN default would use TF32), turns cudnn.benchmark on
+(PyTorch's best setting for fixed shapes), and times with
+torch.cuda.synchronize() around each block. --autocast bf16|fp16 trains under
+torch.autocast (fp16 with a GradScaler): PyTorch's automatic-mixed figure."""
 import argparse, gzip, os, statistics, time
 import numpy as np
 import torch
@@ -75,6 +82,17 @@ def build(shape, layers):
     return nn.Sequential(*mods)
 
 
+def strict_float32():
+    """No TF32 in convolutions or matrix products: float32 math as in dlscale."""
+    if hasattr(torch.backends, "fp32_precision"):  # PyTorch 2.9 and later; mixing in the old flags is refused
+        torch.backends.fp32_precision = "ieee"
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        torch.backends.cudnn.conv.fp32_precision = "ieee"
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="cnn",
@@ -86,18 +104,32 @@ def main():
     p.add_argument("--warmup", type=int, default=0)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--cpu", action="store_true", help="also print CPU ms per step")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (data held on the GPU)")
+    p.add_argument("--autocast", choices=["none", "bf16", "fp16"], default="none",
+                   help="cuda: train under torch.autocast in this type (default none: float32)")
     a = p.parse_args()
+    device = torch.device(a.device)
+    cuda = device.type == "cuda"
+    if a.autocast != "none" and not cuda:
+        p.error("--autocast is for --device cuda")
+    if cuda:
+        strict_float32()
+        torch.backends.cudnn.benchmark = True
     config = a.model if os.path.isfile(a.model) else os.path.join(HERE, "..", "examples", "fashion-mnist",
                                                                  a.model + ".ini")
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     x = torch.from_numpy(load_idx(f"{a.data}/train-images-idx3-ubyte.gz").astype(np.float32) / 255.0).unsqueeze(1)
     y = torch.from_numpy(load_idx(f"{a.data}/train-labels-idx1-ubyte.gz").astype(np.int64))
-    net = build(*read_config(config))
+    net = build(*read_config(config)).to(device)
+    x, y = x.to(device), y.to(device)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     iterations = a.iterations or len(x) // a.batch
-    perm = torch.randperm(len(x))
+    perm = torch.randperm(len(x)).to(device)
+    amp_type = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.autocast)
+    # fp16 needs loss scaling; bf16 has float32's range and needs none.
+    scaler = torch.amp.GradScaler("cuda") if a.autocast == "fp16" else None
     net.train()
     step_no = 0
 
@@ -107,15 +139,33 @@ def main():
             idx = perm[(step_no * a.batch) % (len(x) - a.batch):][:a.batch]
             step_no += 1
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(net(x[idx]), y[idx])
-            loss.backward()
-            opt.step()
+            if amp_type is None:
+                loss = loss_fn(net(x[idx]), y[idx])
+                loss.backward()
+                opt.step()
+            else:
+                with torch.autocast(device_type=device.type, dtype=amp_type):
+                    loss = loss_fn(net(x[idx]), y[idx])
+                if scaler:
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    opt.step()
+
+    def sync():
+        # CUDA calls return before the GPU is done: wait for it before reading the clock.
+        if cuda:
+            torch.cuda.synchronize()
 
     steps(a.warmup)
     rates, cpu = [], []
     for _ in range(a.repeats):
+        sync()
         start, cpu0 = time.perf_counter(), time.process_time()
         steps(iterations)
+        sync()
         rates.append(iterations * a.batch / (time.perf_counter() - start))
         cpu.append((time.process_time() - cpu0) / iterations * 1e3)
     print(f"{statistics.median(rates):.1f}")

@@ -60,7 +60,10 @@ const OptionRow kOptions[] = {
     {"resume", nullptr, "auto (newest valid checkpoint of the run) or a checkpoint file"},
     {"execution-environment", "auto", "auto | cpu | gpu | multi-gpu | parallel-auto | parallel-cpu | parallel-gpu"},
     {"training-precision", "single", "single | double | automatic-mixed"},
-    {"loss-scaling", "auto", "auto (dynamic under automatic-mixed) | none | dynamic: skip steps whose gradients overflow"},
+    {"mixed-precision-type", "fp16",
+     "automatic-mixed: fp16 | bf16, the math of dense and conv2d layers (float32 master weights)"},
+    {"loss-scaling", "auto",
+     "auto (dynamic under automatic-mixed with fp16) | none | dynamic: skip steps whose gradients overflow"},
     {"initial-loss-scale", "65536", "dynamic loss scaling: the scale at the start"},
     {"loss-scale-growth-interval", "2000", "dynamic loss scaling: good steps in a row before the scale doubles"},
     {"seed", "0", "seed of initialization, shuffling and dropout"},
@@ -193,6 +196,9 @@ void fill_options(const Reader& r, TrainingOptions& o) {
   if (!o.resume.empty() && o.resume != "auto") o.resume = r.path("resume");
   o.execution_environment = r.str("execution-environment");
   o.training_precision = r.str("training-precision");
+  o.mixed_precision_type = r.str("mixed-precision-type");
+  if (o.mixed_precision_type != "fp16" && o.mixed_precision_type != "bf16")
+    throw UsageError("option mixed-precision-type: '" + o.mixed_precision_type + "' (expected fp16 or bf16)");
   o.loss_scale.mode = r.str("loss-scaling");
   o.loss_scale.initial_scale = r.number("initial-loss-scale");
   o.loss_scale.growth_interval = r.integer("loss-scale-growth-interval", 1);

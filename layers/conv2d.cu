@@ -7,6 +7,12 @@
 // with atomics are not), no TF32 tensor-core math unless allowed, and a
 // workspace within max_workspace_bytes.
 //
+// Under f16/bf16 math (automatic-mixed) x, W, y and their gradients are
+// 2-byte tensors for cuDNN (float32 compute type: cuDNN's pseudo-half
+// configuration, tensor-core algorithms allowed), converted from and to the
+// float32 the network keeps (layers/mixed_precision.cu); the bias add and
+// the bias gradient run on the float32 output.
+//
 // cuDNN pads symmetrically; padding=same with an odd total puts the extra
 // row/column at the bottom/right, so then the input is copied into a buffer
 // extended by that row/column of zeros and cuDNN pads the rest.
@@ -14,6 +20,7 @@
 #include <string>
 
 #include "layers/cuda_layers.h"
+#include "layers/mixed_precision.cuh"
 #include "runtime/gpu_context.cuh"
 
 namespace dlscale::gpu {
@@ -27,7 +34,9 @@ int as_int(std::int64_t v, const char* what) {
 }
 
 struct ConvPlan {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  // x, w and y in the math's type (the convolution calls); y32 and bias in
+  // float32 (the bias add and gradient on the float32 output).
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, y32 = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnConvolutionFwdAlgo_t fwd{};
@@ -41,6 +50,7 @@ struct ConvPlan {
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
     if (w) cudnnDestroyFilterDescriptor(w);
     if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (y32) cudnnDestroyTensorDescriptor(y32);
     if (y) cudnnDestroyTensorDescriptor(y);
     if (x) cudnnDestroyTensorDescriptor(x);
   }
@@ -52,18 +62,24 @@ std::string describe(const ConvShape& s) {
   t << s.batch << "x" << s.channels << "x" << s.height << "x" << s.width << " input, " << s.filters << " filters "
     << s.kernel << "x" << s.kernel << ", stride " << s.stride << ", padding " << s.pad_top << "/" << s.pad_left
     << "/" << s.pad_bottom << "/" << s.pad_right;
+  if (s.math != MathPrecision::f32) t << ", " << name_of(s.math) << " math";
   return t.str();
 }
+
+// FMA math only: float32 math without TF32 allowed. 2-byte math is meant for
+// the tensor cores and takes any math type.
+bool fma_only(const GpuOptions& o, MathPrecision math) { return math == MathPrecision::f32 && !o.allow_tf32; }
 
 // The first (fastest by cuDNN's ranking) candidate that qualifies; `bytes`
 // asks cuDNN for the workspace of an algorithm (false: not supported).
 template <class Perf, class Bytes>
-const Perf* pick(const Perf* perf, int count, const GpuOptions& o, Bytes&& bytes, std::size_t& chosen_bytes) {
+const Perf* pick(const Perf* perf, int count, const GpuOptions& o, MathPrecision math, Bytes&& bytes,
+                 std::size_t& chosen_bytes) {
   for (int i = 0; i < count; ++i) {
     const Perf& p = perf[i];
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
     if (o.deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
-    if (!o.allow_tf32 && p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
+    if (fma_only(o, math) && p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
     std::size_t need = 0;
     if (!bytes(p.algo, need) || need > o.max_workspace_bytes) continue;
     chosen_bytes = need;
@@ -73,8 +89,8 @@ const Perf* pick(const Perf* perf, int count, const GpuOptions& o, Bytes&& bytes
 }
 
 // Without TF32, FMA math: cuDNN's default math lets sm_80+ use TF32.
-cudnnMathType_t math_for(const GpuOptions& o, cudnnMathType_t candidate) {
-  return o.allow_tf32 ? candidate : CUDNN_FMA_MATH;
+cudnnMathType_t math_for(const GpuOptions& o, MathPrecision math, cudnnMathType_t candidate) {
+  return fma_only(o, math) ? CUDNN_FMA_MATH : candidate;
 }
 
 std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
@@ -92,27 +108,34 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
   const int f = as_int(s.filters, "filters"), k = as_int(s.kernel, "kernel");
   DLSCALE_CHECK_CUDNN(cudnnCreateTensorDescriptor(&p.x));
   DLSCALE_CHECK_CUDNN(cudnnCreateTensorDescriptor(&p.y));
+  DLSCALE_CHECK_CUDNN(cudnnCreateTensorDescriptor(&p.y32));
   DLSCALE_CHECK_CUDNN(cudnnCreateTensorDescriptor(&p.bias));
   DLSCALE_CHECK_CUDNN(cudnnCreateFilterDescriptor(&p.w));
   DLSCALE_CHECK_CUDNN(cudnnCreateConvolutionDescriptor(&p.conv));
-  DLSCALE_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, hh, ww));
-  DLSCALE_CHECK_CUDNN(cudnnSetFilter4dDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, f, c, k, k));
+  const cudnnDataType_t type = cudnn_type(s.math);
+  DLSCALE_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, type, n, c, hh, ww));
+  DLSCALE_CHECK_CUDNN(cudnnSetFilter4dDescriptor(p.w, type, CUDNN_TENSOR_NCHW, f, c, k, k));
   DLSCALE_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(p.conv, as_int(s.pad_top, "padding"),
                                                       as_int(s.pad_left, "padding"), as_int(s.stride, "stride"),
                                                       as_int(s.stride, "stride"), 1, 1, CUDNN_CROSS_CORRELATION,
                                                       CUDNN_DATA_FLOAT));
-  DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, o.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  // The heuristics rank candidates of this math type and those it allows.
+  const cudnnMathType_t allowed = fma_only(o, s.math)        ? CUDNN_FMA_MATH
+                                  : s.math == MathPrecision::f32 ? CUDNN_DEFAULT_MATH
+                                                                 : CUDNN_TENSOR_OP_MATH;
+  DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, allowed));
   int on = 0, of = 0, oh = 0, ow = 0;
   DLSCALE_CHECK_CUDNN(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &on, &of, &oh, &ow));
   if (oh != s.out_height() || ow != s.out_width())
     fail("conv2d (GPU): cuDNN computes a " + std::to_string(oh) + "x" + std::to_string(ow) +
          " output where the layer expects " + std::to_string(s.out_height()) + "x" + std::to_string(s.out_width()) +
          " (" + describe(s) + ")");
-  DLSCALE_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, f, oh, ow));
+  DLSCALE_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, type, n, f, oh, ow));
+  DLSCALE_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p.y32, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, f, oh, ow));
   DLSCALE_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, f, 1, 1));
 
   const std::string none = std::string("cuDNN offers no ") + (o.deterministic ? "deterministic " : "") +
-                           (o.allow_tf32 ? "" : "FP32 ") + "algorithm within a workspace of " +
+                           (fma_only(o, s.math) ? "FP32 " : "") + "algorithm within a workspace of " +
                            format_bytes(o.max_workspace_bytes) + " for the conv2d ";
   {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -122,10 +145,10 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
     auto bytes = [&](cudnnConvolutionFwdAlgo_t a, std::size_t& b) {
       return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, a, &b) == CUDNN_STATUS_SUCCESS;
     };
-    const auto* best = pick(perf, count, o, bytes, p.fwd_bytes);
+    const auto* best = pick(perf, count, o, s.math, bytes, p.fwd_bytes);
     if (!best) fail(none + "forward (" + describe(s) + ")");
     p.fwd = best->algo;
-    p.fwd_math = math_for(o, best->mathType);
+    p.fwd_math = math_for(o, s.math, best->mathType);
   }
   {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -135,10 +158,10 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
     auto bytes = [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t& b) {
       return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x, a, &b) == CUDNN_STATUS_SUCCESS;
     };
-    const auto* best = pick(perf, count, o, bytes, p.data_bytes);
+    const auto* best = pick(perf, count, o, s.math, bytes, p.data_bytes);
     if (!best) fail(none + "input gradient (" + describe(s) + ")");
     p.bwd_data = best->algo;
-    p.data_math = math_for(o, best->mathType);
+    p.data_math = math_for(o, s.math, best->mathType);
   }
   {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -148,10 +171,10 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
     auto bytes = [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t& b) {
       return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, a, &b) == CUDNN_STATUS_SUCCESS;
     };
-    const auto* best = pick(perf, count, o, bytes, p.filter_bytes);
+    const auto* best = pick(perf, count, o, s.math, bytes, p.filter_bytes);
     if (!best) fail(none + "weight gradient (" + describe(s) + ")");
     p.bwd_filter = best->algo;
-    p.filter_math = math_for(o, best->mathType);
+    p.filter_math = math_for(o, s.math, best->mathType);
   }
   return plan;
 }
@@ -164,19 +187,23 @@ ConvPlan& plan_for(GpuContext& ctx, const ConvShape& s) {
   return ctx.impl().plan<ConvPlan>(key, [&] { return make_plan(ctx, s); });
 }
 
-// ext (N, C, H + eh, W + ew) = x padded with zeros at the bottom/right.
-__global__ void extend(const float* __restrict__ x, float* __restrict__ ext, std::int64_t planes, std::int64_t h,
+// ext (N, C, H + eh, W + ew) = x padded with zeros at the bottom/right. T is
+// float, or std::uint16_t for the bits of fp16/bf16 (whose zero is all zero
+// bits too).
+template <class T>
+__global__ void extend(const T* __restrict__ x, T* __restrict__ ext, std::int64_t planes, std::int64_t h,
                        std::int64_t w, std::int64_t eh, std::int64_t ew) {
   const std::int64_t H = h + eh, W = w + ew, total = planes * H * W;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     const std::int64_t plane = i / (H * W), r = (i / W) % H, c = i % W;
-    ext[i] = r < h && c < w ? x[(plane * h + r) * w + c] : 0.f;
+    ext[i] = r < h && c < w ? x[(plane * h + r) * w + c] : T(0);
   }
 }
 
 // dx (N, C, H, W) = the top-left part of dext (N, C, H + eh, W + ew).
-__global__ void crop(const float* __restrict__ dext, float* __restrict__ dx, std::int64_t planes, std::int64_t h,
+template <class T>
+__global__ void crop(const T* __restrict__ dext, T* __restrict__ dx, std::int64_t planes, std::int64_t h,
                      std::int64_t w, std::int64_t eh, std::int64_t ew) {
   const std::int64_t total = planes * h * w, W = w + ew, H = h + eh;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -190,15 +217,48 @@ std::int64_t extended_count(const ConvShape& s, const ConvPlan& p) {
   return s.batch * s.channels * (s.height + p.extra_h) * (s.width + p.extra_w);
 }
 
-// x as cuDNN sees it: x itself, or its copy with the extra zero rows/columns in `buffer`.
-const float* input_for(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const float* x, DeviceBuffer& buffer) {
-  if (!p.extended()) return x;
-  const std::int64_t count = extended_count(s, p);
-  buffer = ctx.alloc(sizeof(float) * count);
-  extend<<<blocks_for(count), kBlock, 0, stream(ctx)>>>(x, buffer.as<float>(), s.batch * s.channels, s.height,
-                                                        s.width, p.extra_h, p.extra_w);
+// The conv's tensors as cuDNN takes them. Under f16/bf16 math every float32
+// operand gets a 2-byte copy; `Operand` holds it (or nothing: float32 math
+// reads the float32 data in place).
+struct Operand {
+  DeviceBuffer copy;
+  const void* data = nullptr;
+};
+
+Operand operand(GpuContext& ctx, MathPrecision math, const float* v, std::int64_t count) {
+  if (math == MathPrecision::f32) return {DeviceBuffer(), v};
+  Operand o{to_half(ctx, math, v, count), nullptr};
+  o.data = o.copy.get();
+  return o;
+}
+
+template <class T>
+void launch_extend(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const void* x, void* ext) {
+  extend<<<blocks_for(extended_count(s, p)), kBlock, 0, stream(ctx)>>>(
+      static_cast<const T*>(x), static_cast<T*>(ext), s.batch * s.channels, s.height, s.width, p.extra_h, p.extra_w);
   DLSCALE_CHECK_LAUNCH();
-  return buffer.as<float>();
+}
+
+template <class T>
+void launch_crop(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const void* dext, void* dx) {
+  const std::int64_t count = s.batch * s.channels * s.height * s.width;
+  crop<<<blocks_for(count), kBlock, 0, stream(ctx)>>>(static_cast<const T*>(dext), static_cast<T*>(dx),
+                                                      s.batch * s.channels, s.height, s.width, p.extra_h, p.extra_w);
+  DLSCALE_CHECK_LAUNCH();
+}
+
+// x as cuDNN sees it: in the math's type, and extended by the extra zero
+// rows/columns when the padding is asymmetric.
+Operand input_for(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const float* x) {
+  Operand in = operand(ctx, s.math, x, s.batch * s.channels * s.height * s.width);
+  if (!p.extended()) return in;
+  Operand ext{ctx.alloc(element_bytes(s.math) * extended_count(s, p)), nullptr};
+  ext.data = ext.copy.get();
+  if (s.math == MathPrecision::f32)
+    launch_extend<float>(ctx, s, p, in.data, ext.copy.get());
+  else
+    launch_extend<std::uint16_t>(ctx, s, p, in.data, ext.copy.get());
+  return ext;
 }
 
 }  // namespace
@@ -207,47 +267,64 @@ void conv2d_forward(GpuContext& ctx, const ConvShape& s, const float* x, const f
                     float* y) {
   ConvPlan& p = plan_for(ctx, s);
   auto& st = ctx.impl();
-  DeviceBuffer extended;
-  const float* xin = input_for(ctx, s, p, x, extended);
+  const Operand xin = input_for(ctx, s, p, x);
+  const Operand w = operand(ctx, s.math, weight, s.filters * s.channels * s.kernel * s.kernel);
+  const std::int64_t out_count = s.batch * s.filters * s.out_height() * s.out_width();
+  // 2-byte math writes a 2-byte output, widened into y below.
+  DeviceBuffer y_half;
+  if (s.math != MathPrecision::f32) y_half = ctx.alloc(2 * static_cast<std::size_t>(out_count));
+  void* yout = s.math == MathPrecision::f32 ? static_cast<void*>(y) : y_half.get();
   const float one = 1.f, zero = 0.f;
   void* ws = st.workspace_of(p.fwd_bytes);
   DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.fwd_math));
-  DLSCALE_CHECK_CUDNN(cudnnConvolutionForward(st.cudnn, &one, p.x, xin, p.w, weight, p.conv, p.fwd, ws, p.fwd_bytes,
-                                              &zero, p.y, y));
-  if (bias != nullptr) DLSCALE_CHECK_CUDNN(cudnnAddTensor(st.cudnn, &one, p.bias, bias, &one, p.y, y));
+  DLSCALE_CHECK_CUDNN(cudnnConvolutionForward(st.cudnn, &one, p.x, xin.data, p.w, w.data, p.conv, p.fwd, ws,
+                                              p.fwd_bytes, &zero, p.y, yout));
+  if (s.math != MathPrecision::f32) from_half(ctx, s.math, y_half.get(), y, out_count);
+  if (bias != nullptr) DLSCALE_CHECK_CUDNN(cudnnAddTensor(st.cudnn, &one, p.bias, bias, &one, p.y32, y));
 }
 
 void conv2d_backward(GpuContext& ctx, const ConvShape& s, const float* x, const float* weight, const float* dy,
                      float* dx, float* dweight, float* dbias) {
   ConvPlan& p = plan_for(ctx, s);
   auto& st = ctx.impl();
+  const bool f32 = s.math == MathPrecision::f32;
   const float one = 1.f, zero = 0.f;
-  if (dbias != nullptr) DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardBias(st.cudnn, &one, p.y, dy, &zero, p.bias, dbias));
+  if (dbias != nullptr)
+    DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardBias(st.cudnn, &one, p.y32, dy, &zero, p.bias, dbias));
+  const Operand dyin = operand(ctx, s.math, dy, s.batch * s.filters * s.out_height() * s.out_width());
   {
-    DeviceBuffer extended;
-    const float* xin = input_for(ctx, s, p, x, extended);
+    const Operand xin = input_for(ctx, s, p, x);
+    const std::int64_t w_count = s.filters * s.channels * s.kernel * s.kernel;
+    DeviceBuffer dw_half;
+    if (!f32) dw_half = ctx.alloc(2 * static_cast<std::size_t>(w_count));
     void* ws = st.workspace_of(p.filter_bytes);
     DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.filter_math));
-    DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardFilter(st.cudnn, &one, p.x, xin, p.y, dy, p.conv, p.bwd_filter, ws,
-                                                       p.filter_bytes, &zero, p.w, dweight));
+    DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardFilter(st.cudnn, &one, p.x, xin.data, p.y, dyin.data, p.conv,
+                                                       p.bwd_filter, ws, p.filter_bytes, &zero, p.w,
+                                                       f32 ? static_cast<void*>(dweight) : dw_half.get()));
+    if (!f32) from_half(ctx, s.math, dw_half.get(), dweight, w_count);
   }
   if (dx == nullptr) return;
-  DeviceBuffer dext;
-  float* dxin = dx;
-  if (p.extended()) {
-    dext = ctx.alloc(sizeof(float) * extended_count(s, p));
-    dxin = dext.as<float>();
-  }
+  const Operand w = operand(ctx, s.math, weight, s.filters * s.channels * s.kernel * s.kernel);
+  const std::int64_t dx_count = s.batch * s.channels * s.height * s.width;
+  // cuDNN writes dx extended (asymmetric padding) and/or 2 bytes wide;
+  // cropped, then widened, into dx.
+  DeviceBuffer dext, dx_half;
+  if (p.extended()) dext = ctx.alloc(element_bytes(s.math) * extended_count(s, p));
+  if (!f32) dx_half = ctx.alloc(2 * static_cast<std::size_t>(dx_count));
+  void* dx_narrow = f32 ? static_cast<void*>(dx) : dx_half.get();  // dx in the math's type
+  void* dxin = p.extended() ? dext.get() : dx_narrow;
   void* ws = st.workspace_of(p.data_bytes);
   DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.data_math));
-  DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardData(st.cudnn, &one, p.w, weight, p.y, dy, p.conv, p.bwd_data, ws,
-                                                   p.data_bytes, &zero, p.x, dxin));
+  DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardData(st.cudnn, &one, p.w, w.data, p.y, dyin.data, p.conv, p.bwd_data,
+                                                   ws, p.data_bytes, &zero, p.x, dxin));
   if (p.extended()) {
-    const std::int64_t count = s.batch * s.channels * s.height * s.width;
-    crop<<<blocks_for(count), kBlock, 0, stream(ctx)>>>(dxin, dx, s.batch * s.channels, s.height, s.width, p.extra_h,
-                                                        p.extra_w);
-    DLSCALE_CHECK_LAUNCH();
+    if (f32)
+      launch_crop<float>(ctx, s, p, dxin, dx_narrow);
+    else
+      launch_crop<std::uint16_t>(ctx, s, p, dxin, dx_narrow);
   }
+  if (!f32) from_half(ctx, s.math, dx_half.get(), dx, dx_count);
 }
 
 }  // namespace dlscale::gpu

@@ -14,13 +14,32 @@
 
 namespace dlscale::gpu {
 
+// --- automatic-mixed precision (layers/mixed_precision.cu) ---
+// The math of dense and conv2d: float32, or fp16/bf16 operands with float32
+// accumulation on the tensor cores. Their inputs, outputs, weights and
+// gradients stay float32 in memory (the master copy); the 2-byte copies are
+// made per call, and activations between layers stay float32.
+enum class MathPrecision { f32, f16, bf16 };
+// "" or "fp32", "fp16", "bf16"; anything else is an error naming mixed-precision-type.
+MathPrecision math_precision_from_name(const std::string& name);
+const char* name_of(MathPrecision math);
+// `count` floats rounded to nearest in math (f16 or bf16), in a buffer from
+// the context's allocator; beyond fp16's range a value becomes ±Inf.
+DeviceBuffer to_half(GpuContext& ctx, MathPrecision math, const float* x, std::int64_t count);
+// y = the `count` 2-byte values at h, widened to float32.
+void from_half(GpuContext& ctx, MathPrecision math, const void* h, float* y, std::int64_t count);
+
 // --- dense (layers/dense.cpp): y (N, U) = x (N, F) · Wᵀ + b, W is (U, F) ---
-// bias may be null (bias=false).
+// bias may be null (bias=false). Under f16/bf16 math the products take
+// 2-byte copies of x and W and accumulate and write float32.
 void dense_forward(GpuContext& ctx, const float* x, const float* weight, const float* bias, float* y,
-                   std::int64_t batch, std::int64_t features, std::int64_t units);
-// dx (N, F) may be null (first layer); dbias is null without a bias.
+                   std::int64_t batch, std::int64_t features, std::int64_t units,
+                   MathPrecision math = MathPrecision::f32);
+// dx (N, F) may be null (first layer); dbias is null without a bias (always
+// summed in float32).
 void dense_backward(GpuContext& ctx, const float* x, const float* weight, const float* dy, float* dx,
-                    float* dweight, float* dbias, std::int64_t batch, std::int64_t features, std::int64_t units);
+                    float* dweight, float* dbias, std::int64_t batch, std::int64_t features, std::int64_t units,
+                    MathPrecision math = MathPrecision::f32);
 
 // --- activations (layers/activations.cpp), elementwise over `count` values ---
 enum class Activation { relu, leakyrelu, gelu, tanh, sigmoid };
@@ -64,6 +83,9 @@ struct ConvShape {
   std::int64_t batch = 0, channels = 0, height = 0, width = 0;  // x (N, C, H, W)
   std::int64_t filters = 0, kernel = 0, stride = 1;             // weight (F, C, K, K), bias (F)
   std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  // f16/bf16: cuDNN convolves 2-byte copies of x, W and dy with float32
+  // accumulation; results are widened to float32, bias terms stay float32.
+  MathPrecision math = MathPrecision::f32;
   std::int64_t out_height() const { return (height + pad_top + pad_bottom - kernel) / stride + 1; }
   std::int64_t out_width() const { return (width + pad_left + pad_right - kernel) / stride + 1; }
 };

@@ -6,7 +6,11 @@
 //   dW (U, F) = dyᵀ · x         ->  dWᵀ (F, U) = x_cm (F, N) · dy_cmᵀ (N, U)
 //   dx (N, F) = dy · W          ->  dxᵀ (F, N) = W_cm (F, U) · dy_cm (U, N)
 // where M_cm is the row-major array M read column-major (= Mᵀ).
+// Under f16/bf16 math each product is cublasGemmEx on 2-byte copies of its
+// two operands, accumulating (CUBLAS_COMPUTE_32F, tensor cores) into the
+// float32 result: the weight gradient comes out float32 directly.
 #include "layers/cuda_layers.h"
+#include "layers/mixed_precision.cuh"
 #include "runtime/gpu_context.cuh"
 
 namespace dlscale::gpu {
@@ -48,10 +52,27 @@ int as_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// C (m, n, column-major, float32) = alpha·op(A)·op(B) + beta·C with A and B
+// float32 (cublasSgemm) or rounded to math first (cublasGemmEx, float32
+// accumulation and output). a_count and b_count are the elements of A and B.
+void gemm(GpuContext& ctx, MathPrecision math, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
+          float alpha, const float* a, int lda, std::int64_t a_count, const float* b, int ldb, std::int64_t b_count,
+          float beta, float* c, int ldc) {
+  cublasHandle_t h = ctx.impl().cublas;
+  if (math == MathPrecision::f32) {
+    DLSCALE_CHECK_CUBLAS(cublasSgemm(h, op_a, op_b, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc));
+    return;
+  }
+  const DeviceBuffer a_half = to_half(ctx, math, a, a_count), b_half = to_half(ctx, math, b, b_count);
+  const cudaDataType_t type = cublas_type(math);
+  DLSCALE_CHECK_CUBLAS(cublasGemmEx(h, op_a, op_b, m, n, k, &alpha, a_half.get(), type, lda, b_half.get(), type, ldb,
+                                    &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace
 
 void dense_forward(GpuContext& ctx, const float* x, const float* weight, const float* bias, float* y,
-                   std::int64_t batch, std::int64_t features, std::int64_t units) {
+                   std::int64_t batch, std::int64_t features, std::int64_t units, MathPrecision math) {
   if (batch == 0) return;
   const int n = as_int(batch, "batch"), f = as_int(features, "features"), u = as_int(units, "units");
   float beta = 0.f;
@@ -60,20 +81,20 @@ void dense_forward(GpuContext& ctx, const float* x, const float* weight, const f
     DLSCALE_CHECK_LAUNCH();
     beta = 1.f;
   }
-  const float alpha = 1.f;
-  DLSCALE_CHECK_CUBLAS(cublasSgemm(ctx.impl().cublas, CUBLAS_OP_T, CUBLAS_OP_N, u, n, f, &alpha, weight, f, x, f,
-                                   &beta, y, u));
+  gemm(ctx, math, CUBLAS_OP_T, CUBLAS_OP_N, u, n, f, 1.f, weight, f, units * features, x, f, batch * features, beta, y,
+       u);
 }
 
 void dense_backward(GpuContext& ctx, const float* x, const float* weight, const float* dy, float* dx,
-                    float* dweight, float* dbias, std::int64_t batch, std::int64_t features, std::int64_t units) {
+                    float* dweight, float* dbias, std::int64_t batch, std::int64_t features, std::int64_t units,
+                    MathPrecision math) {
   const int n = as_int(batch, "batch"), f = as_int(features, "features"), u = as_int(units, "units");
-  const float one = 1.f, zero = 0.f;
-  cublasHandle_t h = ctx.impl().cublas;
   // With an empty batch the GEMM (k = 0) still writes beta·C = 0, as the CPU does.
-  DLSCALE_CHECK_CUBLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, f, u, n, &one, x, f, dy, u, &zero, dweight, f));
+  gemm(ctx, math, CUBLAS_OP_N, CUBLAS_OP_T, f, u, n, 1.f, x, f, batch * features, dy, u, batch * units, 0.f, dweight,
+       f);
   if (dx != nullptr && batch > 0)
-    DLSCALE_CHECK_CUBLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, f, n, u, &one, weight, f, dy, u, &zero, dx, f));
+    gemm(ctx, math, CUBLAS_OP_N, CUBLAS_OP_N, f, n, u, 1.f, weight, f, units * features, dy, u, batch * units, 0.f,
+         dx, f);
   if (dbias != nullptr) {
     const dim3 block(kTile, kLanes);
     const unsigned grid = static_cast<unsigned>((units + kTile - 1) / kTile);

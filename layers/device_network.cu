@@ -76,8 +76,8 @@ struct DeviceNetwork::NodeState {
   bool has_bias() const { return param_index.size() > 1; }
 };
 
-DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropout_seed)
-    : host_(host), ctx_(ctx), dropout_seed_(dropout_seed), host_params_(host.params()) {
+DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropout_seed, gpu::MathPrecision math)
+    : host_(host), ctx_(ctx), dropout_seed_(dropout_seed), math_(math), host_params_(host.params()) {
   DLSCALE_REQUIRE(host.dtype() == DType::f32, "the GPU backend trains float32 networks");
   // Values in forward order, gradients in reverse (see the header).
   std::int64_t total = 0;
@@ -113,7 +113,7 @@ DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropo
         DLSCALE_REQUIRE(conv != nullptr, "conv2d layer of another type");
         const Conv2dGeometry& g = conv->geometry();
         state->conv = {0,        g.channels, g.height,   g.width,      g.filters,   g.kernel,
-                       g.stride, g.pad_top,  g.pad_left, g.pad_bottom, g.pad_right};
+                       g.stride, g.pad_top,  g.pad_left, g.pad_bottom, g.pad_right, math};
       } else if (kind == "maxpool" || kind == "avgpool") {
         state->pool = {0,
                        shape[0],
@@ -168,7 +168,7 @@ const float* DeviceNetwork::forward_logits(const float* x, std::int64_t batch, b
       sum_into(ctx_, output(), h, nodes_[node.add_from]->y, batch * s.out_count);
     } else if (kind == "dense") {
       gpu::dense_forward(ctx_, h, s.value(*this, 0), s.has_bias() ? s.value(*this, 1) : nullptr, output(), batch,
-                         s.in_count, s.out_count);
+                         s.in_count, s.out_count, math_);
     } else if (kind == "conv2d") {
       s.conv.batch = batch;
       gpu::conv2d_forward(ctx_, s.conv, h, s.value(*this, 0), s.has_bias() ? s.value(*this, 1) : nullptr, output());
@@ -240,7 +240,7 @@ void DeviceNetwork::backward(const float* dlogits, const Network::GradientsReady
     const bool need_dx = i > 0;
     if (kind == "dense") {
       gpu::dense_backward(ctx_, x, s.value(*this, 0), g, need_dx ? dx() : nullptr, s.grad(*this, 0),
-                          s.has_bias() ? s.grad(*this, 1) : nullptr, batch, s.in_count, s.out_count);
+                          s.has_bias() ? s.grad(*this, 1) : nullptr, batch, s.in_count, s.out_count, math_);
     } else if (kind == "conv2d") {
       gpu::conv2d_backward(ctx_, s.conv, x, s.value(*this, 0), g, need_dx ? dx() : nullptr, s.grad(*this, 0),
                            s.has_bias() ? s.grad(*this, 1) : nullptr);

@@ -1,5 +1,7 @@
-// DeviceNetwork: a Network's forward and backward on this rank's GPU, in
-// float32, through the CUDA layer functions (layers/cuda_layers.h). The host
+// DeviceNetwork: a Network's forward and backward on this rank's GPU,
+// through the CUDA layer functions (layers/cuda_layers.h): float32, or with
+// the dense and conv2d math in fp16/bf16 (automatic-mixed; everything kept
+// in memory stays float32, see MathPrecision). The host
 // Network stays the owner of the layer graph, the hyper-parameters (each
 // layer's settings()) and the master copy of parameters and buffers that
 // checkpoints and model files read; to_host() and from_host() move them.
@@ -18,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "layers/cuda_layers.h"
 #include "layers/network.h"
 #include "runtime/cuda_optimizer.h"
 #include "runtime/gpu_context.h"
@@ -27,8 +30,10 @@ namespace dlscale {
 class DeviceNetwork {
  public:
   // Copies host's parameters and buffers to the device. dropout_seed keys
-  // the counter-based dropout masks (give every rank its own).
-  DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropout_seed);
+  // the counter-based dropout masks (give every rank its own); math is the
+  // precision of the dense and conv2d products.
+  DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropout_seed,
+                gpu::MathPrecision math = gpu::MathPrecision::f32);
 
   // Logits (N, K) of the N samples at x (N × input shape, device float32),
   // valid until the next forward. step numbers the dropout masks, so a
@@ -57,6 +62,7 @@ class DeviceNetwork {
   Network& host_;
   GpuContext& ctx_;
   std::uint64_t dropout_seed_;
+  gpu::MathPrecision math_;
   std::vector<Param*> host_params_;
   std::unordered_map<const Param*, std::size_t> index_of_;
   std::vector<gpu::DeviceParam> params_;

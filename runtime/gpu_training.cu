@@ -167,7 +167,7 @@ class CudaTraining final : public GpuTraining {
         host_buckets_(buckets),
         comm_(comm),
         ctx_(o.device, comm.rank(), GpuOptions{o.deterministic, false}),
-        net_(net, ctx_, o.dropout_seed),
+        net_(net, ctx_, o.dropout_seed, gpu::math_precision_from_name(o.half_type)),
         optimizer_(optimizer, net.params(), net_.params(), ctx_),
         stager_(ctx_) {
     if (comm.size() > 1 && o.nccl) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "io/loader.h"
 #include "layers/network.h"
@@ -28,6 +29,9 @@ struct GpuTrainingOptions {
   // GPU); false: through the host with the MPI buckets (mixed jobs).
   bool nccl = true;
   std::uint64_t dropout_seed = 0;  // differs per rank, as Network::decorrelate_random_streams
+  // automatic-mixed: "fp16" or "bf16", the math of the dense and conv2d
+  // layers (float32 master weights, gradients and activations); "": float32.
+  std::string half_type;
 };
 
 struct GpuStepResult {

@@ -42,9 +42,9 @@ DType precision_dtype(const std::string& precision, const ExecutionPlan& plan) {
   if (precision == "double") return DType::f64;
   if (precision == "automatic-mixed" && plan.gpu_index < 0)
     fail("training-precision=automatic-mixed needs a GPU; this rank trains on the CPU (use single or double)");
-  if (precision == "automatic-mixed")
-    fail("training-precision=automatic-mixed: the GPU backend computes in float32 only so far (half-precision "
-         "kernels are not built yet); use single");
+  // The master weights (and the returned network) are single precision; the
+  // GPU computes dense and conv2d in mixed-precision-type.
+  if (precision == "automatic-mixed") return DType::f32;
   fail("unknown training-precision '" + precision + "' (expected single, double or automatic-mixed)");
 }
 
@@ -156,13 +156,14 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
   for (auto& [name, t] : net_->named_tensors()) comm.broadcast(*t, 0);
   net_->decorrelate_random_streams(comm.rank());
   std::string network_text = to_string(o.network.input_shape) + "\n" + o.training_precision + "\n";
+  if (o.training_precision == "automatic-mixed") network_text += o.mixed_precision_type + "\n";
   for (const auto& line : o.network.layer_lines) network_text += line + "\n";
   identity_ = {hash_text(network_text), hash_text(o.config_text)};
   dir_.emplace(o.output, comm.rank() == 0, o.verbose, !o.resume.empty());
   checkpoint_dir_ = o.checkpoint_path.empty() ? dir_->file("checkpoints") : o.checkpoint_path;
   telemetry_.emplace(comm, job, dir_->file("telemetry.jsonl"), dir_->writer(), !o.resume.empty());
   if (dir_->live()) bar_.emplace(o.max_epochs, sampler_->batches_per_epoch(), o.mini_batch_size);
-  if (loss_scaling_enabled(o.loss_scale, o.training_precision)) {
+  if (loss_scaling_enabled(o.loss_scale, o.training_precision, o.mixed_precision_type)) {
     state_.loss_scale.scale = o.loss_scale.initial_scale;  // a resumed run takes the checkpoint's
     loss_scaler_.emplace(o.loss_scale, state_.loss_scale);
   }
@@ -173,7 +174,11 @@ void TrainingRun::announce() {
     if (d != "idle") result_.devices.push_back(d);
   dir_->write_text("config.ini", o_.config_text);
   dir_->say("dlscale: " + std::to_string(job_.ranks.size()) + " rank(s), " + std::to_string(comm_.size()) +
-            " computing, execution-environment " + job_.plan.ranks[0].environment);
+            " computing, execution-environment " + job_.plan.ranks[0].environment + ", precision " +
+            o_.training_precision +
+            (o_.training_precision == "automatic-mixed"
+                 ? " (" + o_.mixed_precision_type + (loss_scaler_ ? " math, dynamic loss scaling)" : " math)")
+                 : std::string()));
   dir_->say(job_.table);
   for (const auto& note : job_.notes) dir_->say("note: " + note);
   dir_->log("network:\n" + net_->describe());
@@ -358,6 +363,7 @@ TrainingResult TrainingRun::run() {
     g.deterministic = o_.deterministic;
     g.nccl = job_.plan.all_gpu();
     g.dropout_seed = o_.seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(comm_.rank());
+    if (o_.training_precision == "automatic-mixed") g.half_type = o_.mixed_precision_type;
     gpu_ = make_gpu_training(*net_, *optimizer_, *buckets_, comm_, g);
   }
   dir_->log(progress_header());
@@ -431,6 +437,9 @@ TrainingResult TrainingRun::finish() {
                             {"devices", result_.devices},
                             {"execution_environment", job_.plan.ranks[0].environment},
                             {"precision", o_.training_precision},
+                            {"mixed_precision_type",
+                             o_.training_precision == "automatic-mixed" ? nlohmann::json(o_.mixed_precision_type)
+                                                                        : nlohmann::json(nullptr)},
                             {"loss_scale", state_.loss_scale.scale},
                             {"skipped_steps", state_.loss_scale.skipped_steps},
                             {"final_minibatch_loss", result_.final_minibatch_loss},

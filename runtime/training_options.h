@@ -40,6 +40,7 @@ struct TrainingOptions {
 
   std::string execution_environment = "auto";
   std::string training_precision = "single";  // single | double | automatic-mixed
+  std::string mixed_precision_type = "fp16";  // automatic-mixed: fp16 | bf16
   LossScaleOptions loss_scale;
   std::uint64_t seed = 0;
   bool deterministic = false;

@@ -11,6 +11,12 @@
 //   1e-6  softmax, pooling and the optimizers, which round once per float
 //         result (pooling and the optimizers repeat the CPU's float operations in
 //         the CPU's order; softmax works in double like the CPU).
+//   5e-3  fp16 math (automatic-mixed) of dense and conv2d: each operand is
+//         rounded to fp16 (unit roundoff u = 2^-11 = 4.9e-4), so each product is
+//         off by up to 2u; sums of random-sign terms keep that relative to the
+//         largest result, and conv2d rounds its result to fp16 once more (u):
+//         ~1.5e-3 expected, 5e-3 leaves room; a wrong type or layout gives order 1.
+//   3e-2  bf16 math: the same with u = 2^-8 = 3.9e-3 (~1.2e-2 expected).
 // Dropout's masks come from another generator, so its test checks statistics.
 // On a machine without a GPU every test is skipped with the reason.
 // Each test prints "[ GPU_CHECK ] <test> max_rel_err=<e>" for bench/gpu_check.sh.
@@ -50,6 +56,14 @@ double max_abs(const Tensor& t) {
   double m = 0;
   for (std::int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(t.at(i)));
   return m;
+}
+
+using gpu::MathPrecision;
+constexpr MathPrecision kAllMath[] = {MathPrecision::f32, MathPrecision::f16, MathPrecision::bf16};
+
+// The error bound of a GEMM or cuDNN layer computing in `math` (see the top).
+double gemm_bound(MathPrecision math) {
+  return math == MathPrecision::f32 ? 1e-4 : math == MathPrecision::f16 ? 5e-3 : 3e-2;
 }
 
 class LayerGpu : public ::testing::Test {
@@ -101,9 +115,12 @@ class LayerGpu : public ::testing::Test {
 
 // ---------------------------------------------------------------- dense
 TEST_F(LayerGpu, DenseMatchesCpu) {
+  for (const MathPrecision math : kAllMath)
   for (const bool bias : {true, false}) {
     for (const bool input_grad : {true, false}) {
-      SCOPED_TRACE("bias=" + std::to_string(bias) + " input_grad=" + std::to_string(input_grad));
+      SCOPED_TRACE(std::string(gpu::name_of(math)) + " bias=" + std::to_string(bias) +
+                   " input_grad=" + std::to_string(input_grad));
+      const double bound = gemm_bound(math);
       Rng rng(11);
       const Shape in{3, 4, 5};
       const std::int64_t n = 16, f = 60, u = 7;
@@ -119,14 +136,47 @@ TEST_F(LayerGpu, DenseMatchesCpu) {
       DeviceBuffer gb = bias ? up(params[1]->value) : DeviceBuffer();
       DeviceBuffer gy = zeros(n * u), gdx = input_grad ? zeros(n * f) : DeviceBuffer(), gdw = zeros(u * f);
       DeviceBuffer gdb = bias ? zeros(u) : DeviceBuffer();
-      gpu::dense_forward(*ctx_, gx.as<float>(), gw.as<float>(), gb.as<float>(), gy.as<float>(), n, f, u);
+      gpu::dense_forward(*ctx_, gx.as<float>(), gw.as<float>(), gb.as<float>(), gy.as<float>(), n, f, u, math);
       gpu::dense_backward(*ctx_, gx.as<float>(), gw.as<float>(), gdy.as<float>(), gdx.as<float>(), gdw.as<float>(),
-                          gdb.as<float>(), n, f, u);
-      compare(down(gy, {n, u}), y, 1e-4, "dense y");
-      if (input_grad) compare(down(gdx, x.shape()), dx, 1e-4, "dense dx");
-      compare(down(gdw, {u, f}), params[0]->grad, 1e-4, "dense dW");
-      if (bias) compare(down(gdb, {u}), params[1]->grad, 1e-4, "dense db");
+                          gdb.as<float>(), n, f, u, math);
+      compare(down(gy, {n, u}), y, bound, "dense y");
+      if (input_grad) compare(down(gdx, x.shape()), dx, bound, "dense dx");
+      compare(down(gdw, {u, f}), params[0]->grad, bound, "dense dW");
+      if (bias) compare(down(gdb, {u}), params[1]->grad, 1e-4, "dense db (float32 sums in every math)");
     }
+  }
+}
+
+// ---------------------------------------------------------------- mixed precision
+// The 2-byte copies: exact where the type can hold the value, rounded to
+// nearest within half a unit in the last place otherwise, and fp16 (not
+// bf16) overflows to Inf past 65504, the overflow the loss scaler must see.
+TEST_F(LayerGpu, HalfCopiesRoundToNearestAndFp16OverflowsToInf) {
+  const std::vector<float> values = {0.f, -2.f, 0.5f, 1024.f, 1.f / 3.f, -0.1f, 1e5f, -3e38f};
+  const std::int64_t n = static_cast<std::int64_t>(values.size());
+  Tensor host({n}, DType::f32);
+  for (std::int64_t i = 0; i < n; ++i) host.set(i, values[i]);
+  const DeviceBuffer x = up(host);
+  for (const MathPrecision math : {MathPrecision::f16, MathPrecision::bf16}) {
+    SCOPED_TRACE(gpu::name_of(math));
+    const DeviceBuffer h = gpu::to_half(*ctx_, math, x.as<float>(), n);
+    DeviceBuffer back = zeros(n);
+    gpu::from_half(*ctx_, math, h.get(), back.as<float>(), n);
+    const Tensor got = down(back, {n});
+    const double half_ulp = math == MathPrecision::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+    for (std::int64_t i = 0; i < 4; ++i) EXPECT_EQ(got.at(i), values[i]) << "exactly representable " << values[i];
+    for (std::int64_t i = 4; i < 6; ++i) {
+      EXPECT_NE(got.at(i), values[i]) << values[i] << " is not representable in 2 bytes";
+      EXPECT_LE(std::abs(got.at(i) - values[i]), half_ulp * std::abs(values[i])) << values[i];
+    }
+    if (math == MathPrecision::f16) {
+      EXPECT_TRUE(std::isinf(got.at(6)) && got.at(6) > 0) << "1e5 in fp16: " << got.at(6);
+      EXPECT_TRUE(std::isinf(got.at(7)) && got.at(7) < 0) << "-3e38 in fp16: " << got.at(7);
+    } else {
+      EXPECT_LE(std::abs(got.at(6) - 1e5) / 1e5, half_ulp);
+      EXPECT_LE(std::abs(got.at(7) + 3e38) / 3e38, half_ulp);
+    }
+    note(std::abs(got.at(4) - values[4]) / std::abs(values[4]));
   }
 }
 
@@ -301,18 +351,21 @@ TEST_F(LayerGpu, Conv2dMatchesCpu) {
       {"conv2d filters=4 kernel=3 stride=2 padding=same", {3, 8, 9}},  // asymmetric in height only
       {"conv2d filters=6 kernel=1 bias=false", {4, 5, 5}},
   };
+  for (const MathPrecision math : kAllMath)
   for (const bool deterministic : {false, true}) {
     GpuOptions options;
     options.deterministic = deterministic;
     GpuContext ctx(0, 0, options);
+    const double bound = gemm_bound(math);
     for (const Case& c : cases) {
-      SCOPED_TRACE(c.line + (deterministic ? " (deterministic)" : ""));
+      SCOPED_TRACE(c.line + " " + gpu::name_of(math) + (deterministic ? " (deterministic)" : ""));
       Rng rng(21);
       const std::int64_t n = 4;
       auto layer = build_layer(c.line, c.in);
       randomize_params(*layer, rng, -0.5, 0.5);
       const auto& g = dynamic_cast<Conv2d&>(*layer).geometry();
-      const gpu::ConvShape s = conv_shape(g, n);
+      gpu::ConvShape s = conv_shape(g, n);
+      s.math = math;
       Shape xs{n};
       xs.insert(xs.end(), c.in.begin(), c.in.end());
       const Shape ys{n, g.filters, g.out_height(), g.out_width()};
@@ -335,11 +388,12 @@ TEST_F(LayerGpu, Conv2dMatchesCpu) {
       gpu::conv2d_forward(ctx, s, gx.as<float>(), gw.as<float>(), gb.as<float>(), gy.as<float>());
       gpu::conv2d_backward(ctx, s, gx.as<float>(), gw.as<float>(), gdy.as<float>(), gdx.as<float>(), gdw.as<float>(),
                            gdb.as<float>());
-      compare(to_host(ctx, gy.get(), ys), y, 1e-4, "conv2d y");
+      compare(to_host(ctx, gy.get(), ys), y, bound, "conv2d y");
       const Tensor gpu_dx = to_host(ctx, gdx.get(), xs), gpu_dw = to_host(ctx, gdw.get(), params[0]->value.shape());
-      compare(gpu_dx, dx, 1e-4, "conv2d dx");
-      compare(gpu_dw, params[0]->grad, 1e-4, "conv2d dW");
-      if (bias) compare(to_host(ctx, gdb.get(), {g.filters}), params[1]->grad, 1e-4, "conv2d db");
+      compare(gpu_dx, dx, bound, "conv2d dx");
+      compare(gpu_dw, params[0]->grad, bound, "conv2d dW");
+      if (bias)
+        compare(to_host(ctx, gdb.get(), {g.filters}), params[1]->grad, 1e-4, "conv2d db (float32 sums in every math)");
       if (deterministic) {
         // A second backward gives the same bits.
         gpu::conv2d_backward(ctx, s, gx.as<float>(), gw.as<float>(), gdy.as<float>(), gdx.as<float>(),

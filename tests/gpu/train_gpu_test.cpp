@@ -9,6 +9,15 @@
 //    batch changes weights by 1e-2 or more.
 //  - Deterministic mode: two runs with dropout and adam give bitwise equal
 //    weights, and a run stopped by a signal and resumed equals both.
+//  - automatic-mixed (fp16 and bf16 math in dense and conv2d): three epochs
+//    reach the float32 run's test accuracy within 5 points (half-precision
+//    rounding moves single steps by ~1e-3 relative, which changes where
+//    training ends but not how well it separates 4 classes), return float32
+//    weights, and two deterministic runs are bitwise equal. fp16 uses dynamic
+//    loss scaling; bf16 none (auto).
+//  - fp16 overflow: a loss scale of 2^32 sends the scaled loss gradient past
+//    fp16's 65504, so the first steps overflow, are skipped and halve the
+//    scale until the gradients fit; the run then trains as usual.
 // On a machine without a GPU every test is skipped with the reason.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -17,6 +26,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "runtime/gpu.h"
 #include "runtime/trainer.h"
@@ -54,6 +65,17 @@ TrainingOptions deterministic_options(const fs::path& dir, const std::string& ru
   o.deterministic = true;
   o.checkpoint_frequency = 11;
   o.checkpoint_frequency_unit = "iteration";
+  return o;
+}
+
+TrainingOptions mixed_options(const fs::path& dir, const std::string& run, const std::string& half_type) {
+  TrainingOptions o = options(dir, run, "gpu");
+  o.training_precision = "automatic-mixed";
+  o.mixed_precision_type = half_type;
+  o.max_epochs = 3;
+  o.solver.solver = "adam";
+  o.schedule.initial_learn_rate = 0.005;
+  o.deterministic = true;
   return o;
 }
 
@@ -137,6 +159,49 @@ TEST_F(TrainGpu, LossScalingSkipsNoStepOfAHealthyRun) {
   EXPECT_EQ(scaled.loss_scale.skipped_steps, 0);
   EXPECT_GT(scaled.loss_scale.scale, o.loss_scale.initial_scale);
   expect_bitwise_equal(*scaled.network, *plain.network);
+}
+
+TEST_F(TrainGpu, AutomaticMixedReachesFloat32AccuracyInFp16AndBf16) {
+  Communicator comm;
+  TrainingOptions f32 = mixed_options(dir_, "mixed-f32", "fp16");
+  f32.training_precision = "single";
+  TrainingResult reference = trainnet(f32, comm);
+  ASSERT_TRUE(reference.test_accuracy);
+  for (const std::string half_type : {"fp16", "bf16"}) {
+    SCOPED_TRACE(half_type);
+    TrainingResult first = trainnet(mixed_options(dir_, "mixed-" + half_type + "-1", half_type), comm);
+    TrainingResult second = trainnet(mixed_options(dir_, "mixed-" + half_type + "-2", half_type), comm);
+    ASSERT_EQ(first.iterations, 90);
+    EXPECT_EQ(first.network->dtype(), DType::f32) << "the returned network has single-precision parameters";
+    ASSERT_TRUE(first.test_accuracy);
+    std::printf("[ GPU_CHECK ] automatic-mixed %s test accuracy %.4f (float32 %.4f)\n", half_type.c_str(),
+                *first.test_accuracy, *reference.test_accuracy);
+    EXPECT_NEAR(*first.test_accuracy, *reference.test_accuracy, 0.05);
+    EXPECT_EQ(first.loss_scale.skipped_steps, 0);
+    if (half_type == "fp16")
+      EXPECT_GE(first.loss_scale.scale, 65536) << "fp16 trains with dynamic loss scaling";
+    else
+      EXPECT_EQ(first.loss_scale.scale, 1) << "bf16 needs no loss scaling";
+    expect_bitwise_equal(*first.network, *second.network);
+  }
+}
+
+TEST_F(TrainGpu, Fp16OverflowSkipsStepsAndBacksOffTheScale) {
+  Communicator comm;
+  TrainingOptions o = mixed_options(dir_, "overflow", "fp16");
+  o.loss_scale.initial_scale = std::ldexp(1.0, 32);
+  TrainingResult r = trainnet(o, comm);
+  EXPECT_EQ(r.iterations, 90);
+  // dlogits reach 2^32 / 16 at the start; below 65504 needs the scale under
+  // about 2^20: a dozen halvings or more.
+  EXPECT_GE(r.loss_scale.skipped_steps, 10);
+  EXPECT_LT(r.loss_scale.skipped_steps, 40);
+  EXPECT_LE(r.loss_scale.scale, std::ldexp(1.0, 21));
+  ASSERT_TRUE(r.test_accuracy);
+  EXPECT_GT(*r.test_accuracy, 0.8) << "the steps after the skips still train";
+  std::ifstream log(dir_ / "overflow" / "log.txt");
+  const std::string text((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_NE(text.find("iteration 1: gradients overflowed, step skipped"), std::string::npos) << text;
 }
 
 }  // namespace

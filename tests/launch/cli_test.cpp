@@ -157,6 +157,15 @@ TEST_F(Cli, TruncatedShard) {
 
 TEST_F(Cli, BadOptionValue) { expect_one_error(train("--mini-batch-size many"), "mini-batch-size"); }
 
+TEST_F(Cli, BadMixedPrecisionType) {
+  expect_one_error(train("--training-precision automatic-mixed --mixed-precision-type fp8"), "mixed-precision-type");
+}
+
+TEST_F(Cli, AutomaticMixedOnACpuRankIsAClearError) {
+  expect_one_error(train("--training-precision automatic-mixed --execution-environment cpu"),
+                   "automatic-mixed needs a GPU");
+}
+
 TEST_F(Cli, GpuWithoutAGpuIsAClearError) {
   expect_one_error(train("--execution-environment gpu"), "execution-environment=gpu");
 }

@@ -97,10 +97,14 @@ TEST(LossScaler, OptionsAreValidated) {
   o.initial_scale = 0;
   expect_error([&] { validate(o); }, "initial-loss-scale");
   o = {};
-  EXPECT_TRUE(loss_scaling_enabled(o, "automatic-mixed"));
-  EXPECT_FALSE(loss_scaling_enabled(o, "single"));
+  EXPECT_TRUE(loss_scaling_enabled(o, "automatic-mixed", "fp16"));
+  EXPECT_FALSE(loss_scaling_enabled(o, "automatic-mixed", "bf16")) << "bf16 has float32's range";
+  EXPECT_FALSE(loss_scaling_enabled(o, "single", "fp16"));
   o.mode = "dynamic";
-  EXPECT_TRUE(loss_scaling_enabled(o, "single"));
+  EXPECT_TRUE(loss_scaling_enabled(o, "single", "fp16"));
+  EXPECT_TRUE(loss_scaling_enabled(o, "automatic-mixed", "bf16"));
+  o.mode = "none";
+  EXPECT_FALSE(loss_scaling_enabled(o, "automatic-mixed", "fp16"));
 }
 
 // The same images as float32 pixel values 0..255, as a user who forgot to
