@@ -71,7 +71,7 @@ std::string describe(const ConvShape& s) {
 bool fma_only(const GpuOptions& o, MathPrecision math) { return math == MathPrecision::f32 && !o.allow_tf32; }
 
 // The first (fastest by cuDNN's ranking) candidate that qualifies; `bytes`
-// asks cuDNN for the workspace of an algorithm (false: not supported).
+// asks cuDNN for the workspace of a candidate (false: not supported).
 template <class Perf, class Bytes>
 const Perf* pick(const Perf* perf, int count, const GpuOptions& o, MathPrecision math, Bytes&& bytes,
                  std::size_t& chosen_bytes) {
@@ -81,7 +81,7 @@ const Perf* pick(const Perf* perf, int count, const GpuOptions& o, MathPrecision
     if (o.deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
     if (fma_only(o, math) && p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
     std::size_t need = 0;
-    if (!bytes(p.algo, need) || need > o.max_workspace_bytes) continue;
+    if (!bytes(p, need) || need > o.max_workspace_bytes) continue;
     chosen_bytes = need;
     return &p;
   }
@@ -137,13 +137,24 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
   const std::string none = std::string("cuDNN offers no ") + (o.deterministic ? "deterministic " : "") +
                            (fma_only(o, s.math) ? "FP32 " : "") + "algorithm within a workspace of " +
                            format_bytes(o.max_workspace_bytes) + " for the conv2d ";
+  // A candidate's workspace, asked under the math type it will run with (it
+  // may need more than under the type the heuristics were asked with), and at
+  // least what the heuristics reported; then the ranking's math type again.
+  auto workspace = [&](cudnnMathType_t candidate_math, std::size_t reported, std::size_t& b, auto&& query) {
+    DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, math_for(o, s.math, candidate_math)));
+    const bool ok = query() == CUDNN_STATUS_SUCCESS;
+    DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, allowed));
+    b = std::max(b, reported);
+    return ok;
+  };
   {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
     DLSCALE_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y,
                                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
-    auto bytes = [&](cudnnConvolutionFwdAlgo_t a, std::size_t& b) {
-      return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, a, &b) == CUDNN_STATUS_SUCCESS;
+    auto bytes = [&](const cudnnConvolutionFwdAlgoPerf_t& c, std::size_t& b) {
+      return workspace(c.mathType, c.memory, b,
+                       [&] { return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, c.algo, &b); });
     };
     const auto* best = pick(perf, count, o, s.math, bytes, p.fwd_bytes);
     if (!best) fail(none + "forward (" + describe(s) + ")");
@@ -155,8 +166,10 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
     int count = 0;
     DLSCALE_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, p.w, p.y, p.conv, p.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
-    auto bytes = [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t& b) {
-      return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x, a, &b) == CUDNN_STATUS_SUCCESS;
+    auto bytes = [&](const cudnnConvolutionBwdDataAlgoPerf_t& c, std::size_t& b) {
+      return workspace(c.mathType, c.memory, b, [&] {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x, c.algo, &b);
+      });
     };
     const auto* best = pick(perf, count, o, s.math, bytes, p.data_bytes);
     if (!best) fail(none + "input gradient (" + describe(s) + ")");
@@ -168,8 +181,10 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
     int count = 0;
     DLSCALE_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, p.x, p.y, p.conv, p.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
-    auto bytes = [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t& b) {
-      return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, a, &b) == CUDNN_STATUS_SUCCESS;
+    auto bytes = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& c, std::size_t& b) {
+      return workspace(c.mathType, c.memory, b, [&] {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, c.algo, &b);
+      });
     };
     const auto* best = pick(perf, count, o, s.math, bytes, p.filter_bytes);
     if (!best) fail(none + "weight gradient (" + describe(s) + ")");
@@ -217,21 +232,6 @@ std::int64_t extended_count(const ConvShape& s, const ConvPlan& p) {
   return s.batch * s.channels * (s.height + p.extra_h) * (s.width + p.extra_w);
 }
 
-// The conv's tensors as cuDNN takes them. Under f16/bf16 math every float32
-// operand gets a 2-byte copy; `Operand` holds it (or nothing: float32 math
-// reads the float32 data in place).
-struct Operand {
-  DeviceBuffer copy;
-  const void* data = nullptr;
-};
-
-Operand operand(GpuContext& ctx, MathPrecision math, const float* v, std::int64_t count) {
-  if (math == MathPrecision::f32) return {DeviceBuffer(), v};
-  Operand o{to_half(ctx, math, v, count), nullptr};
-  o.data = o.copy.get();
-  return o;
-}
-
 template <class T>
 void launch_extend(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const void* x, void* ext) {
   extend<<<blocks_for(extended_count(s, p)), kBlock, 0, stream(ctx)>>>(
@@ -249,16 +249,15 @@ void launch_crop(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const v
 
 // x as cuDNN sees it: in the math's type, and extended by the extra zero
 // rows/columns when the padding is asymmetric.
-Operand input_for(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const float* x) {
-  Operand in = operand(ctx, s.math, x, s.batch * s.channels * s.height * s.width);
+MathOperand input_for(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const float* x) {
+  MathOperand in(ctx, s.math, x, s.batch * s.channels * s.height * s.width);
   if (!p.extended()) return in;
-  Operand ext{ctx.alloc(element_bytes(s.math) * extended_count(s, p)), nullptr};
-  ext.data = ext.copy.get();
+  DeviceBuffer ext = ctx.alloc(element_bytes(s.math) * extended_count(s, p));
   if (s.math == MathPrecision::f32)
-    launch_extend<float>(ctx, s, p, in.data, ext.copy.get());
+    launch_extend<float>(ctx, s, p, in.get(), ext.get());
   else
-    launch_extend<std::uint16_t>(ctx, s, p, in.data, ext.copy.get());
-  return ext;
+    launch_extend<std::uint16_t>(ctx, s, p, in.get(), ext.get());
+  return MathOperand(std::move(ext));
 }
 
 }  // namespace
@@ -267,8 +266,8 @@ void conv2d_forward(GpuContext& ctx, const ConvShape& s, const float* x, const f
                     float* y) {
   ConvPlan& p = plan_for(ctx, s);
   auto& st = ctx.impl();
-  const Operand xin = input_for(ctx, s, p, x);
-  const Operand w = operand(ctx, s.math, weight, s.filters * s.channels * s.kernel * s.kernel);
+  const MathOperand xin = input_for(ctx, s, p, x);
+  const MathOperand w(ctx, s.math, weight, s.filters * s.channels * s.kernel * s.kernel);
   const std::int64_t out_count = s.batch * s.filters * s.out_height() * s.out_width();
   // 2-byte math writes a 2-byte output, widened into y below.
   DeviceBuffer y_half;
@@ -277,7 +276,7 @@ void conv2d_forward(GpuContext& ctx, const ConvShape& s, const float* x, const f
   const float one = 1.f, zero = 0.f;
   void* ws = st.workspace_of(p.fwd_bytes);
   DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.fwd_math));
-  DLSCALE_CHECK_CUDNN(cudnnConvolutionForward(st.cudnn, &one, p.x, xin.data, p.w, w.data, p.conv, p.fwd, ws,
+  DLSCALE_CHECK_CUDNN(cudnnConvolutionForward(st.cudnn, &one, p.x, xin.get(), p.w, w.get(), p.conv, p.fwd, ws,
                                               p.fwd_bytes, &zero, p.y, yout));
   if (s.math != MathPrecision::f32) from_half(ctx, s.math, y_half.get(), y, out_count);
   if (bias != nullptr) DLSCALE_CHECK_CUDNN(cudnnAddTensor(st.cudnn, &one, p.bias, bias, &one, p.y32, y));
@@ -291,21 +290,21 @@ void conv2d_backward(GpuContext& ctx, const ConvShape& s, const float* x, const 
   const float one = 1.f, zero = 0.f;
   if (dbias != nullptr)
     DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardBias(st.cudnn, &one, p.y32, dy, &zero, p.bias, dbias));
-  const Operand dyin = operand(ctx, s.math, dy, s.batch * s.filters * s.out_height() * s.out_width());
+  const MathOperand dyin(ctx, s.math, dy, s.batch * s.filters * s.out_height() * s.out_width());
   {
-    const Operand xin = input_for(ctx, s, p, x);
+    const MathOperand xin = input_for(ctx, s, p, x);
     const std::int64_t w_count = s.filters * s.channels * s.kernel * s.kernel;
     DeviceBuffer dw_half;
     if (!f32) dw_half = ctx.alloc(2 * static_cast<std::size_t>(w_count));
     void* ws = st.workspace_of(p.filter_bytes);
     DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.filter_math));
-    DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardFilter(st.cudnn, &one, p.x, xin.data, p.y, dyin.data, p.conv,
+    DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardFilter(st.cudnn, &one, p.x, xin.get(), p.y, dyin.get(), p.conv,
                                                        p.bwd_filter, ws, p.filter_bytes, &zero, p.w,
                                                        f32 ? static_cast<void*>(dweight) : dw_half.get()));
     if (!f32) from_half(ctx, s.math, dw_half.get(), dweight, w_count);
   }
   if (dx == nullptr) return;
-  const Operand w = operand(ctx, s.math, weight, s.filters * s.channels * s.kernel * s.kernel);
+  const MathOperand w(ctx, s.math, weight, s.filters * s.channels * s.kernel * s.kernel);
   const std::int64_t dx_count = s.batch * s.channels * s.height * s.width;
   // cuDNN writes dx extended (asymmetric padding) and/or 2 bytes wide;
   // cropped, then widened, into dx.
@@ -316,7 +315,7 @@ void conv2d_backward(GpuContext& ctx, const ConvShape& s, const float* x, const 
   void* dxin = p.extended() ? dext.get() : dx_narrow;
   void* ws = st.workspace_of(p.data_bytes);
   DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.data_math));
-  DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardData(st.cudnn, &one, p.w, w.data, p.y, dyin.data, p.conv, p.bwd_data,
+  DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardData(st.cudnn, &one, p.w, w.get(), p.y, dyin.get(), p.conv, p.bwd_data,
                                                    ws, p.data_bytes, &zero, p.x, dxin));
   if (p.extended()) {
     if (f32)

@@ -52,21 +52,20 @@ int as_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// C (m, n, column-major, float32) = alpha·op(A)·op(B) + beta·C with A and B
-// float32 (cublasSgemm) or rounded to math first (cublasGemmEx, float32
-// accumulation and output). a_count and b_count are the elements of A and B.
+// C (m, n, column-major, float32) = alpha·op(A)·op(B) + beta·C: cublasSgemm
+// in float32 math, else cublasGemmEx on the 2-byte operands with float32
+// accumulation and output.
 void gemm(GpuContext& ctx, MathPrecision math, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
-          float alpha, const float* a, int lda, std::int64_t a_count, const float* b, int ldb, std::int64_t b_count,
-          float beta, float* c, int ldc) {
+          float alpha, const MathOperand& a, int lda, const MathOperand& b, int ldb, float beta, float* c, int ldc) {
   cublasHandle_t h = ctx.impl().cublas;
   if (math == MathPrecision::f32) {
-    DLSCALE_CHECK_CUBLAS(cublasSgemm(h, op_a, op_b, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc));
+    DLSCALE_CHECK_CUBLAS(cublasSgemm(h, op_a, op_b, m, n, k, &alpha, static_cast<const float*>(a.get()), lda,
+                                     static_cast<const float*>(b.get()), ldb, &beta, c, ldc));
     return;
   }
-  const DeviceBuffer a_half = to_half(ctx, math, a, a_count), b_half = to_half(ctx, math, b, b_count);
   const cudaDataType_t type = cublas_type(math);
-  DLSCALE_CHECK_CUBLAS(cublasGemmEx(h, op_a, op_b, m, n, k, &alpha, a_half.get(), type, lda, b_half.get(), type, ldb,
-                                    &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  DLSCALE_CHECK_CUBLAS(cublasGemmEx(h, op_a, op_b, m, n, k, &alpha, a.get(), type, lda, b.get(), type, ldb, &beta, c,
+                                    CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
@@ -81,8 +80,8 @@ void dense_forward(GpuContext& ctx, const float* x, const float* weight, const f
     DLSCALE_CHECK_LAUNCH();
     beta = 1.f;
   }
-  gemm(ctx, math, CUBLAS_OP_T, CUBLAS_OP_N, u, n, f, 1.f, weight, f, units * features, x, f, batch * features, beta, y,
-       u);
+  const MathOperand w_in(ctx, math, weight, units * features), x_in(ctx, math, x, batch * features);
+  gemm(ctx, math, CUBLAS_OP_T, CUBLAS_OP_N, u, n, f, 1.f, w_in, f, x_in, f, beta, y, u);
 }
 
 void dense_backward(GpuContext& ctx, const float* x, const float* weight, const float* dy, float* dx,
@@ -90,11 +89,15 @@ void dense_backward(GpuContext& ctx, const float* x, const float* weight, const 
                     MathPrecision math) {
   const int n = as_int(batch, "batch"), f = as_int(features, "features"), u = as_int(units, "units");
   // With an empty batch the GEMM (k = 0) still writes beta·C = 0, as the CPU does.
-  gemm(ctx, math, CUBLAS_OP_N, CUBLAS_OP_T, f, u, n, 1.f, x, f, batch * features, dy, u, batch * units, 0.f, dweight,
-       f);
-  if (dx != nullptr && batch > 0)
-    gemm(ctx, math, CUBLAS_OP_N, CUBLAS_OP_N, f, n, u, 1.f, weight, f, units * features, dy, u, batch * units, 0.f,
-         dx, f);
+  const MathOperand dy_in(ctx, math, dy, batch * units);
+  {
+    const MathOperand x_in(ctx, math, x, batch * features);
+    gemm(ctx, math, CUBLAS_OP_N, CUBLAS_OP_T, f, u, n, 1.f, x_in, f, dy_in, u, 0.f, dweight, f);
+  }
+  if (dx != nullptr && batch > 0) {
+    const MathOperand w_in(ctx, math, weight, units * features);
+    gemm(ctx, math, CUBLAS_OP_N, CUBLAS_OP_N, f, n, u, 1.f, w_in, f, dy_in, u, 0.f, dx, f);
+  }
   if (dbias != nullptr) {
     const dim3 block(kTile, kLanes);
     const unsigned grid = static_cast<unsigned>((units + kTile - 1) / kTile);

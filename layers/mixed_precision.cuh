@@ -6,6 +6,8 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <utility>
+
 #include "layers/cuda_layers.h"
 
 namespace dlscale::gpu {
@@ -30,5 +32,21 @@ inline cudnnDataType_t cudnn_type(MathPrecision math) {
 
 // Bytes of one element in `math`.
 inline std::size_t element_bytes(MathPrecision math) { return math == MathPrecision::f32 ? 4 : 2; }
+
+// An operand of a GEMM or convolution as the math takes it: float32 data in
+// place, or its 2-byte copy, made once even when two products read it.
+class MathOperand {
+ public:
+  MathOperand(GpuContext& ctx, MathPrecision math, const float* data, std::int64_t count) : data_(data) {
+    if (math != MathPrecision::f32) copy_ = to_half(ctx, math, data, count), data_ = copy_.get();
+  }
+  // Data already in the math's type, owned from now on.
+  explicit MathOperand(DeviceBuffer owned) : data_(owned.get()), copy_(std::move(owned)) {}
+  const void* get() const { return data_; }
+
+ private:
+  const void* data_;
+  DeviceBuffer copy_;  // moving it keeps the address data_ points to
+};
 
 }  // namespace dlscale::gpu

@@ -87,9 +87,11 @@ class LayerGpu : public ::testing::Test {
     return b;
   }
 
-  // The GPU result (float32) against the CPU reference, relative to the reference's largest magnitude.
-  void compare(const Tensor& gpu, const Tensor& cpu, double bound, const std::string& what) {
-    ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
+  // The GPU result (float32) against the CPU reference, relative to the
+  // reference's largest magnitude; returns that error.
+  double compare(const Tensor& gpu, const Tensor& cpu, double bound, const std::string& what) {
+    EXPECT_EQ(gpu.shape(), cpu.shape()) << what;
+    if (gpu.shape() != cpu.shape()) return 1;
     const double scale = std::max(max_abs(cpu), 1e-30);
     double worst = 0;
     std::int64_t at = 0;
@@ -100,6 +102,17 @@ class LayerGpu : public ::testing::Test {
     worst_ = std::max(worst_, worst);
     EXPECT_LE(worst, bound) << what << ": element " << at << " is " << gpu.at(at) << " on the GPU and "
                             << cpu.at(at) << " on the CPU (scale " << scale << ")";
+    return worst;
+  }
+  // compare() for a layer computing in `math`. Under 2-byte math the error
+  // must also be above a floor (random float32 operands are almost never
+  // exactly representable in 2 bytes): a layer that ignored the math and
+  // computed in float32 would pass the bound alone.
+  void compare_in(MathPrecision math, const Tensor& gpu, const Tensor& cpu, const std::string& what) {
+    const double worst = compare(gpu, cpu, gemm_bound(math), what);
+    if (math != MathPrecision::f32)
+      EXPECT_GT(worst, math == MathPrecision::f16 ? 1e-5 : 1e-4)
+          << what << ": no rounding error at all, so it did not compute in " << gpu::name_of(math);
   }
   // Statistical checks report their own deviation.
   void note(double deviation) { worst_ = std::max(worst_, deviation); }
@@ -120,7 +133,6 @@ TEST_F(LayerGpu, DenseMatchesCpu) {
     for (const bool input_grad : {true, false}) {
       SCOPED_TRACE(std::string(gpu::name_of(math)) + " bias=" + std::to_string(bias) +
                    " input_grad=" + std::to_string(input_grad));
-      const double bound = gemm_bound(math);
       Rng rng(11);
       const Shape in{3, 4, 5};
       const std::int64_t n = 16, f = 60, u = 7;
@@ -139,9 +151,9 @@ TEST_F(LayerGpu, DenseMatchesCpu) {
       gpu::dense_forward(*ctx_, gx.as<float>(), gw.as<float>(), gb.as<float>(), gy.as<float>(), n, f, u, math);
       gpu::dense_backward(*ctx_, gx.as<float>(), gw.as<float>(), gdy.as<float>(), gdx.as<float>(), gdw.as<float>(),
                           gdb.as<float>(), n, f, u, math);
-      compare(down(gy, {n, u}), y, bound, "dense y");
-      if (input_grad) compare(down(gdx, x.shape()), dx, bound, "dense dx");
-      compare(down(gdw, {u, f}), params[0]->grad, bound, "dense dW");
+      compare_in(math, down(gy, {n, u}), y, "dense y");
+      if (input_grad) compare_in(math, down(gdx, x.shape()), dx, "dense dx");
+      compare_in(math, down(gdw, {u, f}), params[0]->grad, "dense dW");
       if (bias) compare(down(gdb, {u}), params[1]->grad, 1e-4, "dense db (float32 sums in every math)");
     }
   }
@@ -356,7 +368,6 @@ TEST_F(LayerGpu, Conv2dMatchesCpu) {
     GpuOptions options;
     options.deterministic = deterministic;
     GpuContext ctx(0, 0, options);
-    const double bound = gemm_bound(math);
     for (const Case& c : cases) {
       SCOPED_TRACE(c.line + " " + gpu::name_of(math) + (deterministic ? " (deterministic)" : ""));
       Rng rng(21);
@@ -388,10 +399,10 @@ TEST_F(LayerGpu, Conv2dMatchesCpu) {
       gpu::conv2d_forward(ctx, s, gx.as<float>(), gw.as<float>(), gb.as<float>(), gy.as<float>());
       gpu::conv2d_backward(ctx, s, gx.as<float>(), gw.as<float>(), gdy.as<float>(), gdx.as<float>(), gdw.as<float>(),
                            gdb.as<float>());
-      compare(to_host(ctx, gy.get(), ys), y, bound, "conv2d y");
+      compare_in(math, to_host(ctx, gy.get(), ys), y, "conv2d y");
       const Tensor gpu_dx = to_host(ctx, gdx.get(), xs), gpu_dw = to_host(ctx, gdw.get(), params[0]->value.shape());
-      compare(gpu_dx, dx, bound, "conv2d dx");
-      compare(gpu_dw, params[0]->grad, bound, "conv2d dW");
+      compare_in(math, gpu_dx, dx, "conv2d dx");
+      compare_in(math, gpu_dw, params[0]->grad, "conv2d dW");
       if (bias)
         compare(to_host(ctx, gdb.get(), {g.filters}), params[1]->grad, 1e-4, "conv2d db (float32 sums in every math)");
       if (deterministic) {

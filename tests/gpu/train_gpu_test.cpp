@@ -14,7 +14,9 @@
 //    rounding moves single steps by ~1e-3 relative, which changes where
 //    training ends but not how well it separates 4 classes), return float32
 //    weights, and two deterministic runs are bitwise equal. fp16 uses dynamic
-//    loss scaling; bf16 none (auto).
+//    loss scaling; bf16 none (auto). An fp16 run stopped by a signal and
+//    resumed equals both: the loss scale travels in the checkpoint (peers'
+//    users see loss spikes after a resume that forgot it).
 //  - fp16 overflow: a loss scale of 2^32 sends the scaled loss gradient past
 //    fp16's 65504, so the first steps overflow, are skipped and halve the
 //    scale until the gradients fit; the run then trains as usual.
@@ -177,12 +179,32 @@ TEST_F(TrainGpu, AutomaticMixedReachesFloat32AccuracyInFp16AndBf16) {
     std::printf("[ GPU_CHECK ] automatic-mixed %s test accuracy %.4f (float32 %.4f)\n", half_type.c_str(),
                 *first.test_accuracy, *reference.test_accuracy);
     EXPECT_NEAR(*first.test_accuracy, *reference.test_accuracy, 0.05);
-    EXPECT_EQ(first.loss_scale.skipped_steps, 0);
-    if (half_type == "fp16")
-      EXPECT_GE(first.loss_scale.scale, 65536) << "fp16 trains with dynamic loss scaling";
-    else
+    if (half_type == "fp16") {
+      // cuDNN writes the conv weight gradient in fp16: at 2^16 its largest
+      // entries (0.2-1.7 at the start, depending on the seed) may overflow
+      // once or twice before the scale settles, never more than a few times.
+      EXPECT_LE(first.loss_scale.skipped_steps, 3);
+      EXPECT_GE(first.loss_scale.scale, 8192) << "fp16 trains with dynamic loss scaling";
+    } else {
+      EXPECT_EQ(first.loss_scale.skipped_steps, 0);
       EXPECT_EQ(first.loss_scale.scale, 1) << "bf16 needs no loss scaling";
+    }
     expect_bitwise_equal(*first.network, *second.network);
+    // And the math was not float32's after all.
+    const Tensor& w = *first.network->named_tensors().front().second;
+    const Tensor& w32 = *reference.network->named_tensors().front().second;
+    EXPECT_NE(0, std::memcmp(w.raw(), w32.raw(), w.bytes())) << "the same weights as float32 training";
+    if (half_type != "fp16") continue;
+    TrainingOptions parts = mixed_options(dir_, "mixed-fp16-parts", half_type);
+    setenv("DLSCALE_STOP_AT", "23", 1);
+    TrainingResult stopped = trainnet(parts, comm);
+    unsetenv("DLSCALE_STOP_AT");
+    ASSERT_EQ(stopped.stop_reason, "preempted");
+    parts.resume = "auto";
+    TrainingResult resumed = trainnet(parts, comm);
+    ASSERT_EQ(resumed.iterations, 90);
+    EXPECT_EQ(resumed.loss_scale.scale, first.loss_scale.scale);
+    expect_bitwise_equal(*first.network, *resumed.network);
   }
 }
 
@@ -192,8 +214,11 @@ TEST_F(TrainGpu, Fp16OverflowSkipsStepsAndBacksOffTheScale) {
   o.loss_scale.initial_scale = std::ldexp(1.0, 32);
   TrainingResult r = trainnet(o, comm);
   EXPECT_EQ(r.iterations, 90);
-  // dlogits reach 2^32 / 16 at the start; below 65504 needs the scale under
-  // about 2^20: a dozen halvings or more.
+  // What overflows first is the conv weight gradient, which cuDNN writes in
+  // fp16: it fits under about 2^18 (the scaled loss gradient, cast to fp16
+  // in the dense layers, under about 2^20). From 2^32 that is 14 or so
+  // halvings, each a skipped step with the weights unchanged; 40 skips in a
+  // row would stop the run.
   EXPECT_GE(r.loss_scale.skipped_steps, 10);
   EXPECT_LT(r.loss_scale.skipped_steps, 40);
   EXPECT_LE(r.loss_scale.scale, std::ldexp(1.0, 21));
