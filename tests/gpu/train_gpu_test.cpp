@@ -26,13 +26,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include "runtime/gpu.h"
 #include "runtime/trainer.h"
+#include "stop_at.h"
 #include "synthetic_data.h"
 
 namespace dlscale::testing {
@@ -136,9 +136,7 @@ TEST_F(TrainGpu, DeterministicRunsAndAResumedRunAreBitwiseEqual) {
   ASSERT_EQ(first.iterations, 60);
   expect_bitwise_equal(*first.network, *second.network);
 
-  setenv("DLSCALE_STOP_AT", "23", 1);
-  TrainingResult stopped = trainnet(deterministic_options(dir_, "parts"), comm);
-  unsetenv("DLSCALE_STOP_AT");
+  TrainingResult stopped = train_stopping_at(deterministic_options(dir_, "parts"), comm, 23);
   ASSERT_EQ(stopped.stop_reason, "preempted");
   TrainingOptions o = deterministic_options(dir_, "parts");
   o.resume = "auto";
@@ -196,9 +194,7 @@ TEST_F(TrainGpu, AutomaticMixedReachesFloat32AccuracyInFp16AndBf16) {
     EXPECT_NE(0, std::memcmp(w.raw(), w32.raw(), w.bytes())) << "the same weights as float32 training";
     if (half_type != "fp16") continue;
     TrainingOptions parts = mixed_options(dir_, "mixed-fp16-parts", half_type);
-    setenv("DLSCALE_STOP_AT", "23", 1);
-    TrainingResult stopped = trainnet(parts, comm);
-    unsetenv("DLSCALE_STOP_AT");
+    TrainingResult stopped = train_stopping_at(parts, comm, 23);
     ASSERT_EQ(stopped.stop_reason, "preempted");
     parts.resume = "auto";
     TrainingResult resumed = trainnet(parts, comm);

@@ -16,6 +16,7 @@
 #include "io/shard_writer.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/trainer.h"
+#include "stop_at.h"
 #include "synthetic_data.h"
 
 namespace dlscale::testing {
@@ -223,9 +224,7 @@ TEST_F(LossScaledTraining, ScaleStateSurvivesAStopAndResumeBitwise) {
 
   auto parts = o;
   parts.output = (dir_ / "parts-scaled").string();
-  setenv("DLSCALE_STOP_AT", "33", 1);
-  TrainingResult stopped = trainnet(parts, comm);
-  unsetenv("DLSCALE_STOP_AT");
+  TrainingResult stopped = train_stopping_at(parts, comm, 33);
   ASSERT_EQ(stopped.stop_reason, "preempted");
   parts.resume = "auto";
   TrainingResult resumed = trainnet(parts, comm);

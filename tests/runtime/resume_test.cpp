@@ -7,11 +7,11 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <fstream>
 
 #include "io/shard_writer.h"
 #include "runtime/trainer.h"
+#include "stop_at.h"
 #include "synthetic_data.h"
 
 namespace dlscale::testing {
@@ -50,13 +50,6 @@ std::vector<std::vector<double>> weights(Network& net) {
     all.push_back(std::move(v));
   }
   return all;
-}
-
-TrainingResult train_stopping_at(const TrainingOptions& o, Communicator& comm, long stop_at) {
-  if (stop_at > 0) setenv("DLSCALE_STOP_AT", std::to_string(stop_at).c_str(), 1);
-  TrainingResult r = trainnet(o, comm);
-  unsetenv("DLSCALE_STOP_AT");
-  return r;
 }
 
 class Resume : public ::testing::Test {
