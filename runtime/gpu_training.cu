@@ -171,7 +171,7 @@ class CudaTraining final : public GpuTraining {
         optimizer_(optimizer, net.params(), net_.params(), ctx_),
         stager_(ctx_) {
     if (comm.size() > 1 && o.nccl) {
-      nccl_ = std::make_unique<NcclAllreduce>(comm, o.device);
+      nccl_ = std::make_unique<NcclAllreduce>(comm, o.device, o.deterministic);
       buckets_ = std::make_unique<DeviceBuckets>(buckets, net_, *nccl_, ctx_);
     }
   }

@@ -24,7 +24,7 @@ namespace dlscale {
 
 struct GpuTrainingOptions {
   int device = 0;              // ExecutionPlan::gpu_index
-  bool deterministic = false;  // deterministic cuDNN algorithms
+  bool deterministic = false;  // deterministic cuDNN algorithms, NCCL_ALGO with a fixed order
   // Gradients are summed with NCCL on the device (every computing rank has a
   // GPU); false: through the host with the MPI buckets (mixed jobs).
   bool nccl = true;

@@ -3,6 +3,7 @@
 
 #include "runtime/cuda_check.h"
 #include "runtime/nccl_allreduce.h"
+#include "runtime/nccl_env.h"
 
 namespace dlscale {
 
@@ -13,7 +14,8 @@ struct NcclAllreduce::State {
   cudaEvent_t ready = nullptr;
 };
 
-NcclAllreduce::NcclAllreduce(Communicator& comm, int device) : state_(std::make_unique<State>()) {
+NcclAllreduce::NcclAllreduce(Communicator& comm, int device, bool deterministic) : state_(std::make_unique<State>()) {
+  if (deterministic) apply_deterministic_nccl_algo(comm.rank());
   state_->device = device;
   DLSCALE_CHECK_CUDA(cudaSetDevice(device));
   ncclUniqueId id;

@@ -17,7 +17,8 @@ namespace dlscale {
 class NcclAllreduce {
  public:
   // Collective over comm; `device` is this rank's GPU (ExecutionPlan::gpu_index).
-  NcclAllreduce(Communicator& comm, int device);
+  // deterministic: NCCL_ALGO as runtime/nccl_env.h says, before NCCL starts.
+  NcclAllreduce(Communicator& comm, int device, bool deterministic = false);
   ~NcclAllreduce();
   NcclAllreduce(const NcclAllreduce&) = delete;
   NcclAllreduce& operator=(const NcclAllreduce&) = delete;

@@ -24,6 +24,7 @@
 #include "runtime/gradient_buckets.h"
 #include "runtime/job_setup.h"
 #include "runtime/loss_scaler.h"
+#include "runtime/nccl_env.h"
 #include "runtime/preemption.h"
 #include "runtime/progress_table.h"
 #include "runtime/run_directory.h"
@@ -159,6 +160,9 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
   if (o.training_precision == "automatic-mixed") network_text += o.mixed_precision_type + "\n";
   for (const auto& line : o.network.layer_lines) network_text += line + "\n";
   identity_ = {hash_text(network_text), hash_text(o.config_text)};
+  // A NCCL_ALGO that deterministic mode cannot keep fails here, before the run directory exists.
+  if (o.deterministic && job.plan.all_gpu() && comm.size() > 1)
+    deterministic_nccl_algo(std::getenv("NCCL_ALGO"), comm.rank());
   dir_.emplace(o.output, comm.rank() == 0, o.verbose, !o.resume.empty());
   checkpoint_dir_ = o.checkpoint_path.empty() ? dir_->file("checkpoints") : o.checkpoint_path;
   telemetry_.emplace(comm, job, dir_->file("telemetry.jsonl"), dir_->writer(), !o.resume.empty());
