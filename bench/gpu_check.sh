@@ -13,25 +13,38 @@
 # Time: every step runs under `timeout`, its own limit cut to what is left of
 # GPU_CHECK_SECONDS (default 450) since the start, so the table comes out
 # within the lent machine's 8 minutes whatever hangs; a step that fails reads
-# FAILED in its row, one that found no time left SKIPPED. Sized for 16 cores:
-# about 3 minutes of build, then the training steps, each capped (150 s for
-# the EPOCHS=3 accuracy run, 60-90 s for the others).
+# FAILED in its row, one that found no time left SKIPPED. The training
+# steps are capped (150 s for the EPOCHS=3 accuracy runs, 60-90 s for the
+# others).
+#
+# Programs: the lent machine's image, as described to us, has nvcc, CMake and
+# PyTorch but no Open MPI, HDF5, Boost, OpenBLAS or GoogleTest, and nothing
+# can be installed there. So they are built here and carried:
+#   bench/gpu_bundle.sh         # here: gpu-bundle.tar.xz (programs + libraries, ~10 min on 2 cores)
+# The script unpacks it, finds that machine's cuBLAS, cuDNN and NCCL (CUDA
+# toolkit or PyTorch's wheels) and runs every rank as an isolated MPI
+# singleton. Without the bundle it builds with CUDA there (about 3 minutes
+# on 16 cores), which needs those libraries installed.
 #
 # Data: the lent machine has no Fashion-MNIST (no Debian package, no network),
 # so stage it here first and carry it (bench/gpu_data.sh says more):
 #   bench/gpu_data.sh stage     # once here: Debian's files to data/fashion-mnist-idx (31 MB, ignored)
-#   device run: command "bash bench/gpu_check.sh", carry ["data/fashion-mnist-idx"], timeout_s 500
+#   device run: command "bash bench/gpu_check.sh", carry ["gpu-bundle.tar.xz", "data/fashion-mnist-idx"],
+#   timeout_s 500
 # Without that folder it trains on synthetic data of the same shape, and the
 # table says so.
 #
-# Logs go under $OUT (default ./gpu-check-out). The device tool brings back at
-# most 8 files, so the training steps' logs and run directories (model files
-# left out) come back packed in one, training-logs.tar.gz.
+# Results go under $OUT (default ./gpu-check-out): table.txt (the table printed
+# last), nvidia-smi.txt and logs.tar.gz (every step's log and the training
+# run directories, model files left out); the device tool returns at most 8 files.
 #   bench/gpu_check.sh          (PYTHON: the python3 with torch, default python3)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 out=${OUT:-gpu-check-out}
-mkdir -p "$out"
+# Step logs gather in $logs and come back as one file (the device tool returns at most 8).
+logs=runs/gpu-check-logs
+rm -rf "$logs"
+mkdir -p "$out" "$logs"
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 status() {
   case $1 in
@@ -59,29 +72,62 @@ step() {
   timeout -k 5 "$limit" "$@" >"$log" 2>&1
 }
 
-step 120 "$out/configure.log" cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDLSCALE_CUDA=ON
-configure=$?
+# --- the programs: from the bundle, or built here --------------------------
+tests=(test_nccl_gpu test_device_allocator test_layer_gpu test_train_gpu)
 build_start=$(date +%s)
-step 300 "$out/build.log" cmake --build build-gpu -j "$jobs" --target dlscale test_nccl_gpu test_nccl_fallback \
-  test_execution test_gradient_buckets test_device_allocator test_layer_gpu test_train_gpu
-build=$?
+if [ -f gpu-bundle.tar.xz ]; then
+  how="bundle (built elsewhere)"
+  bundle=/tmp/dlscale-gpu-bundle
+  # Unpacks, then prints the folders of this machine's CUDA libraries: the
+  # toolkit's, or PyTorch's wheels (nvidia/*/lib). (`timeout` runs programs, not functions.)
+  step 120 "$logs/build.log" bash -c 'rm -rf "$1" && mkdir -p "$1" && tar -xJf gpu-bundle.tar.xz -C "$1" || exit
+    find /usr/local /opt /usr/lib -xdev \( -name libcublas.so.13 -o -name libcublasLt.so.13 -o -name libcudnn.so.9 \
+      -o -name libnccl.so.2 \) 2>/dev/null | xargs -r -n1 dirname | sort -u' unpack "$bundle"
+  build=$?
+  cuda_dirs=$(grep '^/' "$logs/build.log" | paste -sd:)
+  # One wrapper per program sets its environment, so PyTorch's python never
+  # sees the bundle's libraries: the bundle's libraries first, then this
+  # machine's CUDA ones; Open MPI from the bundle (OPAL_PREFIX relocates its
+  # plugins), every rank a singleton without orted.
+  mkdir -p "$bundle/run"
+  for f in "$bundle"/bin/*; do
+    cat >"$bundle/run/${f##*/}" <<EOF
+#!/bin/sh
+export LD_LIBRARY_PATH="$bundle/lib${cuda_dirs:+:$cuda_dirs}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export OPAL_PREFIX="$bundle/usr" OMPI_MCA_ess_singleton_isolated=1
+export PMIX_MCA_mca_base_component_path="$bundle/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix"
+exec "$f" "\$@"
+EOF
+    chmod +x "$bundle/run/${f##*/}"
+  done
+  program() { echo "$bundle/run/$1"; }
+  configure=0
+else
+  how="built here"
+  step 120 "$logs/configure.log" cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDLSCALE_CUDA=ON
+  configure=$?
+  step 300 "$logs/build.log" cmake --build build-gpu -j "$jobs" --target dlscale "${tests[@]}"
+  build=$?
+  program() { find build-gpu -name "$1" -type f -perm -u+x | head -1; }
+fi
 build_time=$(( $(date +%s) - build_start ))
-step 30 "$out/info.txt" build-gpu/launch/dlscale info
+dl=$(program dlscale)
+step 30 "$logs/info.txt" "$dl" info
 info=$?
-step 120 "$out/gpu-tests.log" ctest --test-dir build-gpu -R "nccl|execution|gradient_buckets" --output-on-failure
-tests=$?
-step 60 "$out/allocator-tests.log" ctest --test-dir build-gpu -R "test_device_allocator" --output-on-failure
+# The tests directly (not through ctest, which would look for this machine's
+# mpiexec), so every test's line and error figure is in its log.
+step 60 "$logs/nccl-tests.log" "$(program test_nccl_gpu)"
+nccl_rc=$?
+step 60 "$logs/allocator-tests.log" "$(program test_device_allocator)"
 allocator=$?
-# The layer comparisons directly, so every test's line and error figure is in the log.
-step 120 "$out/layer-gpu-tests.log" build-gpu/tests/gpu/test_layer_gpu
+step 120 "$logs/layer-gpu-tests.log" "$(program test_layer_gpu)"
 layers=$?
 # trainnet on the GPU: against the CPU, deterministic and resumed runs, loss scaling, automatic-mixed, fp16 overflow.
-step 150 "$out/train-gpu-tests.log" ctest --test-dir build-gpu -R "test_train_gpu" --output-on-failure
+step 150 "$logs/train-gpu-tests.log" "$(program test_train_gpu)"
 train_tests=$?
-nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
+nvidia-smi >"$logs/nvidia-smi.txt" 2>&1 || true
 
 # --- Fashion-MNIST CNN on the GPU, and PyTorch on the same network ----------
-dl="build-gpu/launch/dlscale"
 config=examples/fashion-mnist/cnn.ini
 batch=$(sed -n 's/^mini-batch-size *= *//p' "$config")  # PyTorch gets the batch the config trains with
 data=data/gpu-check  # shards and (synthetic) idx files, ignored through data/
@@ -128,7 +174,7 @@ det2=$?
 train 60 amp-fp16 --max-epochs 1 --validation-data "" --test-data "$data/test" \
   --training-precision automatic-mixed --mixed-precision-type fp16
 amp_fp16_rc=$?
-tar czf "$out/training-logs.tar.gz" --exclude='*.h5' -C runs gpu-check 2>/dev/null
+tar czf "$out/logs.tar.gz" --exclude='*.h5' -C runs gpu-check-logs gpu-check 2>/dev/null
 
 # Reads the figures from summary.json: "test accuracy A, S samples/s (device D)".
 summary() {
@@ -174,15 +220,18 @@ pytorch_rate() { grep -Eo '^[0-9]+(\.[0-9]+)?$' "$1" | head -1; }  # the samples
 rate_text() { if [ -n "$1" ]; then echo "$1 samples/s, $2"; else echo "no figure (see $3)"; fi; }
 row() { printf '%-44s %-22s %s\n' "$1" "$2" "$3"; }
 
+# The table, last: on the terminal and in $OUT/table.txt.
+{
 printf '\n%-28s %s\n' "check" "result"
-printf '%-28s %s\n' "configure (DLSCALE_CUDA=ON)" "$(status $configure)"
-printf '%-28s %s\n' "build" "$(status $build) in ${build_time}s"
-printf '%-28s %s\n' "dlscale info" "$(status $info): $(grep -o '[0-9]* GPU(s)[^)]*' "$out/info.txt" | head -1)"
-printf '%-28s %s\n' "GPU tests (NCCL all-reduce)" "$(status $tests): $(grep -Eo '[0-9]+% tests passed.*' "$out/gpu-tests.log" | head -1)"
+printf '%-28s %s\n' "programs" "$how"
+[ "$how" = "built here" ] && printf '%-28s %s\n' "configure (DLSCALE_CUDA=ON)" "$(status $configure)"
+printf '%-28s %s\n' "build or unpack" "$(status $build) in ${build_time}s"
+printf '%-28s %s\n' "dlscale info" "$(status $info): $(grep -o '[0-9]* GPU(s)[^)]*' "$logs/info.txt" | head -1)"
+printf '%-28s %s\n' "NCCL all-reduce (1 rank)" "$(status $nccl_rc)"
 printf '%-28s %s\n' "caching allocator (host)" "$(status $allocator)"
 printf '%-28s %s\n' "CUDA layers vs CPU" "$(status $layers)"
-printf '%-28s %s\n' "trainnet on the GPU (tests)" "$(status $train_tests): $(grep -o 'automatic-mixed [a-z0-9]* test accuracy [0-9.]* (float32 [0-9.]*)' "$out/train-gpu-tests.log" | tr '\n' ';')"
-printf '%-28s %s\n' "skipped" "$(grep -c 'Skipped' "$out/gpu-tests.log")"
+printf '%-28s %s\n' "trainnet on the GPU (tests)" "$(status $train_tests): $(grep -o 'automatic-mixed [a-z0-9]* test accuracy [0-9.]* (float32 [0-9.]*)' "$logs/train-gpu-tests.log" | tr '\n' ';')"
+printf '%-28s %s\n' "tests skipped" "$(cat "$logs"/*-tests.log 2>/dev/null | grep -c '^\[  SKIPPED \] [A-Za-z].*ms)$')"
 
 # One row per layer test: gtest's verdict and the largest relative error it measured.
 printf '\n%-52s %-8s %s\n' "test" "status" "max relative error"
@@ -194,7 +243,7 @@ awk '
   END {
     for (i = 1; i <= n; ++i) { t = order[i]; printf "%-52s %-8s %s\n", t, st[t], (t in err) ? err[t] : "-" }
     if (n == 0) print "(no layer test ran: see layer-gpu-tests.log)"
-  }' "$out/layer-gpu-tests.log"
+  }' "$logs/layer-gpu-tests.log"
 
 # Training: both sides float32, batch $batch, the same network; the ratio compares
 # dlscale's whole training loop (HDF5 loader, host-to-device copies, validation
@@ -220,3 +269,4 @@ case "$det1 $det2 $?" in
 esac
 row "dlscale GPU, automatic-mixed fp16" "$(status $amp_fp16_rc)" "$(summary "$work/amp-fp16/summary.json")"
 row "wall time" "" "$(( $(date +%s) - start ))s of ${GPU_CHECK_SECONDS:-450}s"
+} | tee "$out/table.txt"
