@@ -80,9 +80,12 @@ if [ -f gpu-bundle.tar.xz ]; then
   bundle=/tmp/dlscale-gpu-bundle
   # Unpacks, then prints the folders of this machine's CUDA libraries: the
   # toolkit's, or PyTorch's wheels (nvidia/*/lib). (`timeout` runs programs, not functions.)
-  step 120 "$logs/build.log" bash -c 'rm -rf "$1" && mkdir -p "$1" && tar -xJf gpu-bundle.tar.xz -C "$1" || exit
+  # Python's tarfile unpacks it where no xz program is installed.
+  step 120 "$logs/build.log" bash -c 'rm -rf "$1" && mkdir -p "$1" || exit
+    tar -xJf gpu-bundle.tar.xz -C "$1" 2>/dev/null || "$2" -c "import sys, tarfile
+tarfile.open(\"gpu-bundle.tar.xz\").extractall(sys.argv[1], **({\"filter\": \"fully_trusted\"} if hasattr(tarfile, \"fully_trusted_filter\") else {}))" "$1" || exit
     find /usr/local /opt /usr/lib -xdev \( -name libcublas.so.13 -o -name libcublasLt.so.13 -o -name libcudnn.so.9 \
-      -o -name libnccl.so.2 \) 2>/dev/null | xargs -r -n1 dirname | sort -u' unpack "$bundle"
+      -o -name libnccl.so.2 \) 2>/dev/null | xargs -r -n1 dirname | sort -u' unpack "$bundle" "$py"
   build=$?
   cuda_dirs=$(grep '^/' "$logs/build.log" | paste -sd:)
   # One wrapper per program sets its environment, so PyTorch's python never
