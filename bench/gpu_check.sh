@@ -91,13 +91,15 @@ tarfile.open(\"gpu-bundle.tar.xz\").extractall(sys.argv[1], **({\"filter\": \"fu
   # One wrapper per program sets its environment, so PyTorch's python never
   # sees the bundle's libraries: the bundle's libraries first, then this
   # machine's CUDA ones; Open MPI from the bundle (OPAL_PREFIX relocates its
-  # plugins), every rank a singleton without orted.
+  # plugins), every rank a singleton without orted; HDF5 locks files where
+  # the file system lets it (an overlay that refuses flock would fail every open).
   mkdir -p "$bundle/run"
   for f in "$bundle"/bin/*; do
     cat >"$bundle/run/${f##*/}" <<EOF
 #!/bin/sh
 export LD_LIBRARY_PATH="$bundle/lib${cuda_dirs:+:$cuda_dirs}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export OPAL_PREFIX="$bundle/usr" OMPI_MCA_ess_singleton_isolated=1
+export HDF5_USE_FILE_LOCKING=\${HDF5_USE_FILE_LOCKING:-BEST_EFFORT}
 export PMIX_MCA_mca_base_component_path="$bundle/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix"
 exec "$f" "\$@"
 EOF

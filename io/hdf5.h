@@ -47,6 +47,10 @@ class H5Id {
 // printing is turned off: dlscale reports one clear line instead.
 H5Id open_h5_read(const std::string& path);
 H5Id create_h5(const std::string& path);  // truncates
+// A dataset creation property list without object timestamps: every file
+// dlscale writes (models, checkpoints, shards) then comes out byte for byte
+// the same from the same contents, so `cmp` can check determinism.
+H5Id untimed_dataset_creation(const std::string& what);
 
 // Tensors as float32/float64 datasets at `name` (a path relative to loc; the
 // parent groups are created).

@@ -64,7 +64,7 @@ void write_samples(hid_t file, const RawDataset& data, std::int64_t first, std::
   chunk = dims;
   chunk[0] = static_cast<hsize_t>(fmt::chunk_samples(sample_bytes, count));
   H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-  H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  H5Id dcpl = untimed_dataset_creation(path + ": cannot create /samples");
   DLSCALE_CHECK_H5(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()),
                    path + ": cannot chunk /samples");
   H5Id set(DLSCALE_H5_ID(H5Dcreate2(file, fmt::kSamples, fmt::file_type(data.sample_type), space.get(), H5P_DEFAULT,
@@ -82,8 +82,9 @@ void write_shard(const std::string& path, const RawDataset& data, std::int64_t f
     write_samples(file.get(), data, first, count, path);
     hsize_t n = static_cast<hsize_t>(count);
     H5Id space(H5Screate_simple(1, &n, nullptr));
+    H5Id dcpl = untimed_dataset_creation(path + ": cannot create /labels");
     H5Id set(DLSCALE_H5_ID(
-        H5Dcreate2(file.get(), fmt::kLabels, H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+        H5Dcreate2(file.get(), fmt::kLabels, H5T_STD_I32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
         path + ": cannot create /labels"));
     DLSCALE_CHECK_H5(H5Dwrite(set.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.labels.data() + first),
                      path + ": cannot write /labels");

@@ -5,8 +5,14 @@
 # mutates. Exits non-zero when any target crashed, leaked, failed a sanitizer
 # check or timed out on an input; the input is left in
 # build-fuzz/fuzz-artifacts/<target>/ (copy it to regressions/<target>/ once fixed).
+# The seed is fixed (DLSCALE_FUZZ_SEED, default 1) so that a run can be
+# repeated: the same build and corpus (the shard seeds are byte-identical
+# from run to run) mutate into the same inputs, and a faster machine only
+# goes further along the same sequence. DLSCALE_FUZZ_SEED=0 lets libFuzzer
+# pick a seed, for exploring beyond what CI covers.
 set -euo pipefail
 seconds=${1:-60}
+seed=${DLSCALE_FUZZ_SEED:-1}
 cd "$(dirname "$0")/../.."
 src=$PWD/tests/fuzz
 build=${DLSCALE_FUZZ_BUILD:-$PWD/build-fuzz}
@@ -38,9 +44,9 @@ for target in fuzz_config fuzz_shard; do
   # Such a malloc may also be merely large (reserved, never touched): the
   # RSS limit still catches memory that is really used.
   [ "$target" = fuzz_shard ] && extra+=(-malloc_limit_mb=1048576)
-  echo "== $target: ${seconds} s"
+  echo "== $target: ${seconds} s, seed $seed"
   if ! "$build/tests/fuzz/$target" "$corpus" "$src/corpus/$target" "$src/regressions/$target" "${extra[@]}" \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+      -seed="$seed" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
       -artifact_prefix="$artifacts/" -print_final_stats=1 2>"$build/fuzz-$target.log"; then
     tail -n 60 "$build/fuzz-$target.log"
     failed+=("$target")

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+#include <string>
+
 #include "io/io_test_util.h"
 
 namespace dlscale {
@@ -61,6 +65,40 @@ TEST(Hdf5, OpenErrorsNameThePath) {
   test::write_text(tmp / "bad.h5", "garbage, not HDF5");
   EXPECT_ERROR_CONTAINS(open_h5_read(tmp / "bad.h5"), tmp / "bad.h5" + ": it is not an HDF5 file");
   EXPECT_ERROR_CONTAINS(create_h5(tmp / "no/such/folder/x.h5"), tmp / "no/such/folder/x.h5");
+}
+
+// libhdf5 1.10 crashes on a file whose superblock caches a root-group heap
+// or B-tree that is not there (tests/fuzz regressions/fuzz_shard); such a
+// file must be refused with an error before HDF5 walks it, and an intact
+// one opened as before.
+TEST(Hdf5, RootGroupTablesAreCheckedBeforeHdf5WalksThem) {
+  TempDir tmp;
+  std::string path = tmp / "t.h5";
+  {
+    H5Id file = create_h5(path);
+    write_tensor(file.get(), "x", Tensor({3}, DType::f32));
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_EQ(bytes[8], 0) << "HDF5's default superblock is version 0";
+  EXPECT_NO_THROW(open_h5_read(path));
+  for (const std::string tag : {"HEAP", "TREE"}) {
+    SCOPED_TRACE(tag);
+    const std::size_t at = bytes.find(tag);
+    ASSERT_NE(at, std::string::npos);
+    std::string damaged = bytes;
+    damaged.replace(at, 4, "\0\0\0\0", 4);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << damaged;
+    EXPECT_ERROR_CONTAINS(open_h5_read(path), path + ": it is damaged (its root group's");
+  }
+  // The cached addresses themselves pointing past the end of the file.
+  std::string past = bytes;
+  for (int i = 0; i < 8; ++i) past[88 + i] = static_cast<char>(0x7f);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << past;
+  EXPECT_ERROR_CONTAINS(open_h5_read(path), "name heap is not where the superblock says");
 }
 
 TEST(Hdf5, WriteErrorsNameTheFile) {
