@@ -63,7 +63,10 @@ std::vector<std::size_t> GradientBuckets::bucket_sizes_bytes() const {
 
 std::string GradientBuckets::plan_signature() const {
   std::string s;
-  for (auto bytes : bucket_sizes_bytes()) s += (s.empty() ? "" : ",") + std::to_string(bytes);
+  for (auto bytes : bucket_sizes_bytes()) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(bytes);
+  }
   return s;
 }
 
