@@ -157,7 +157,7 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
   for (auto& [name, t] : net_->named_tensors()) comm.broadcast(*t, 0);
   net_->decorrelate_random_streams(comm.rank());
   std::string network_text = to_string(o.network.input_shape) + "\n" + o.training_precision + "\n";
-  if (o.training_precision == "automatic-mixed") network_text += o.mixed_precision_type + "\n";
+  if (!o.half_type().empty()) network_text += o.half_type() + "\n";
   for (const auto& line : o.network.layer_lines) network_text += line + "\n";
   identity_ = {hash_text(network_text), hash_text(o.config_text)};
   // A NCCL_ALGO that deterministic mode cannot keep fails here, before the run directory exists.
@@ -180,9 +180,9 @@ void TrainingRun::announce() {
   dir_->say("dlscale: " + std::to_string(job_.ranks.size()) + " rank(s), " + std::to_string(comm_.size()) +
             " computing, execution-environment " + job_.plan.ranks[0].environment + ", precision " +
             o_.training_precision +
-            (o_.training_precision == "automatic-mixed"
-                 ? " (" + o_.mixed_precision_type + (loss_scaler_ ? " math, dynamic loss scaling)" : " math)")
-                 : std::string()));
+            (o_.half_type().empty()
+                 ? std::string()
+                 : " (" + o_.half_type() + (loss_scaler_ ? " math, dynamic loss scaling)" : " math)")));
   dir_->say(job_.table);
   for (const auto& note : job_.notes) dir_->say("note: " + note);
   dir_->log("network:\n" + net_->describe());
@@ -367,7 +367,7 @@ TrainingResult TrainingRun::run() {
     g.deterministic = o_.deterministic;
     g.nccl = job_.plan.all_gpu();
     g.dropout_seed = o_.seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(comm_.rank());
-    if (o_.training_precision == "automatic-mixed") g.half_type = o_.mixed_precision_type;
+    g.half_type = o_.half_type();
     gpu_ = make_gpu_training(*net_, *optimizer_, *buckets_, comm_, g);
   }
   dir_->log(progress_header());
@@ -442,8 +442,7 @@ TrainingResult TrainingRun::finish() {
                             {"execution_environment", job_.plan.ranks[0].environment},
                             {"precision", o_.training_precision},
                             {"mixed_precision_type",
-                             o_.training_precision == "automatic-mixed" ? nlohmann::json(o_.mixed_precision_type)
-                                                                        : nlohmann::json(nullptr)},
+                             o_.half_type().empty() ? nlohmann::json(nullptr) : nlohmann::json(o_.half_type())},
                             {"loss_scale", state_.loss_scale.scale},
                             {"skipped_steps", state_.loss_scale.skipped_steps},
                             {"final_minibatch_loss", result_.final_minibatch_loss},

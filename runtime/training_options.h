@@ -50,6 +50,10 @@ struct TrainingOptions {
 
   // The resolved options as INI text, rerunnable with `dlscale train` as is.
   std::string config_text;
+
+  // What GPU ranks compute dense and conv2d in besides float32:
+  // mixed_precision_type under automatic-mixed, else "" (float32 math).
+  std::string half_type() const { return training_precision == "automatic-mixed" ? mixed_precision_type : ""; }
 };
 
 }  // namespace dlscale

@@ -60,6 +60,9 @@ TEST_F(Cli, TrainWritesTheRunDirectory) {
   EXPECT_EQ(summary["world_size"].get<int>(), 1);
   EXPECT_EQ(summary["iterations"].get<int>(), 3 * (640 / 32));
   EXPECT_NE(summary["device"].get<std::string>().find("cpu"), std::string::npos);
+  EXPECT_EQ(summary["precision"], "single");
+  EXPECT_TRUE(summary["mixed_precision_type"].is_null());
+  EXPECT_NE(r.out.find("execution-environment auto, precision single\n"), std::string::npos) << r.out;
   // Progress table and the final figures were printed and kept in log.txt.
   EXPECT_NE(r.out.find("Mini-batch"), std::string::npos);
   EXPECT_NE(r.out.find("test accuracy"), std::string::npos);
