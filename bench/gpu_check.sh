@@ -35,7 +35,7 @@
 # table says so.
 #
 # Results go under $OUT (default ./gpu-check-out): table.txt (the table printed
-# last), nvidia-smi.txt and logs.tar.gz (every step's log and the training
+# last) and logs.tar.gz (every step's log, nvidia-smi.txt and the training
 # run directories, model files left out); the device tool returns at most 8 files.
 #   bench/gpu_check.sh          (PYTHON: the python3 with torch, default python3)
 set -uo pipefail
