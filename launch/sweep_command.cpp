@@ -2,13 +2,17 @@
 // On a slurm profile the trials are one job array that Slurm queues (%K
 // throttle); on the local profile this process starts `bash JOB/job.sh I` for
 // at most K trials at once. Either way it waits for all of them, then writes
-// JOB/results.csv and prints the ranked table.
+// JOB/results.csv and prints the ranked table. A local sweep records this
+// process in job.json: `dlscale cancel` (TERM) or Ctrl-C (INT) make it stop
+// its running trials, start no more, and report what ended.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -76,6 +80,50 @@ struct Running {
   std::size_t slot;
 };
 
+// The signal (TERM from `dlscale cancel`, INT from Ctrl-C) that asked a
+// local sweep to stop; 0 while it runs on.
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void ask_to_stop(int sig) { stop_signal = sig; }
+
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = ask_to_stop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+// The trial's exit code, once it has ended (-1 while it runs).
+int ended_code(const Running& r) {
+  int status = 0;
+  const pid_t ended = waitpid(static_cast<pid_t>(r.pid), &status, WNOHANG);
+  if (ended == 0 || (ended < 0 && errno == EINTR)) return -1;
+  return ended < 0 ? 255 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// TERM to every running trial's process group (each runs in a session of its
+// own, so this reaches its ranks), KILL to those left after 10 s; each is
+// then cancelled, as are the trials never started.
+void stop_trials(const JobRecord& job, std::vector<Running>& running, std::vector<JobStatus>& states, int next) {
+  if (read_record(job.dir, "cancelled").empty()) write_record(job.dir, "cancelled", utc_now());  // Ctrl-C
+  for (const Running& r : running) kill(-static_cast<pid_t>(r.pid), SIGTERM);
+  for (int tick = 0; !running.empty(); ++tick) {
+    if (tick == 100)
+      for (const Running& r : running) kill(-static_cast<pid_t>(r.pid), SIGKILL);
+    for (auto it = running.begin(); it != running.end();) {
+      if (ended_code(*it) < 0) {
+        ++it;
+        continue;
+      }
+      states[it->trial] = {JobState::cancelled, "stopped while running"};
+      std::cout << "trial " << it->trial << " cancelled\n" << std::flush;
+      it = running.erase(it);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (int i = next; i < job.array_size; ++i) states[i] = {JobState::cancelled, "not started"};
+}
+
 // Starts the trials of a local job array, at most `parallel` at once, each
 // trial on its own GPU when there are GPUs; waits for all of them.
 std::vector<JobStatus> run_local(const JobRecord& job, int parallel, const std::vector<std::string>& gpus) {
@@ -85,6 +133,10 @@ std::vector<JobStatus> run_local(const JobRecord& job, int parallel, const std::
   const std::string script = (fs::path(job.dir) / "job.sh").string();
   int next = 0;
   while (next < job.array_size || !running.empty()) {
+    if (stop_signal) {
+      stop_trials(job, running, states, next);
+      break;
+    }
     while (next < job.array_size && static_cast<int>(running.size()) < parallel) {
       std::size_t slot = 0;
       while (slot_busy[slot]) ++slot;
@@ -99,13 +151,11 @@ std::vector<JobStatus> run_local(const JobRecord& job, int parallel, const std::
     // Each trial by its pid, not waitpid(-1): MPI may have children of its own.
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     for (auto it = running.begin(); it != running.end();) {
-      int status = 0;
-      pid_t ended = waitpid(static_cast<pid_t>(it->pid), &status, WNOHANG);
-      if (ended == 0 || (ended < 0 && errno == EINTR)) {
+      const int code = ended_code(*it);
+      if (code < 0) {
         ++it;
         continue;
       }
-      const int code = ended < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       JobStatus& st = states[it->trial];
       st.state = code == 0 ? JobState::done : JobState::failed;
       if (code != 0) st.detail = "exit status " + std::to_string(code);
@@ -213,8 +263,17 @@ int sweep_command(const Args& args, Communicator& comm) {
     std::cout << "not run (--dry-run); trial configs: " << job.dir << "/trials/<i>/config.ini\n";
     return 0;
   }
+  if (!request.profile.is_slurm()) {
+    // This process runs the trials: recorded so that `dlscale jobs` sees it
+    // alive and `dlscale cancel` can stop it.
+    install_stop_handlers();
+    job.pid = getpid();
+    job.pid_start = process_start_time(job.pid);
+    write_job_record(job);
+  }
   const auto states = request.profile.is_slurm() ? wait_slurm(job) : run_local(job, parallel, gpus);
-  return report(spec, job, trials, states);
+  const int code = report(spec, job, trials, states);
+  return stop_signal ? 128 + stop_signal : code;
 }
 
 }  // namespace dlscale

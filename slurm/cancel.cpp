@@ -14,14 +14,18 @@ namespace dlscale {
 
 namespace {
 
-// TERM to the job's process group (the job runs in a session of its own, so
-// this reaches the script, dlscale and any mpirun ranks), KILL if it is still
-// there after 10 s.
+// A local job: TERM to its process group (the job runs in a session of its
+// own, so this reaches the script, dlscale and any mpirun ranks), KILL if it
+// is still there after 10 s. A local sweep's pid is the `dlscale sweep`
+// process itself, in the user's session: TERM to it alone, and it stops its
+// trials (up to 10 s each); KILL only if it is still there after 20 s.
 void stop_local_job(const JobRecord& job) {
-  const pid_t group = static_cast<pid_t>(job.pid);
-  kill(-group, SIGTERM);
-  for (int i = 0; i < 100 && local_job_alive(job); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (local_job_alive(job)) kill(-group, SIGKILL);
+  const bool sweep = job.array_size > 0;
+  const pid_t target = sweep ? static_cast<pid_t>(job.pid) : -static_cast<pid_t>(job.pid);
+  kill(target, SIGTERM);
+  const int ticks = sweep ? 200 : 100;
+  for (int i = 0; i < ticks && local_job_alive(job); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (local_job_alive(job)) kill(target, SIGKILL);
 }
 
 }  // namespace

@@ -79,7 +79,9 @@ JobStatus folder_state(const JobRecord& job, const std::string& dir, const Slurm
   }
   if (job.type != "slurm") {
     if (local_job_alive(job)) {
-      st.state = JobState::running;
+      // A local sweep's trial that its sweep process has not started yet has no log.
+      const bool waiting = job.array_size > 0 && !fs::exists(fs::path(dir) / "log.txt");
+      st.state = waiting ? JobState::queued : JobState::running;
     } else {
       st.state = JobState::failed;
       st.detail = "the job process ended without recording an exit status";

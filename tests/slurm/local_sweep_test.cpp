@@ -1,6 +1,10 @@
 // Sweeps on the local profile, end to end through the dlscale binary: a 2x2
 // grid with a ranked table, a failing trial that does not stop the others,
 // random samples, and the sweep file's mistakes.
+#include <signal.h>
+
+#include <thread>
+
 #include "sweep_helpers.h"
 
 namespace dlscale::testing {
@@ -53,6 +57,76 @@ TEST_F(LocalSweep, RandomSamplesAreSeededAndDryRunRunsNothing) {
   }
   EXPECT_FALSE(fs::exists(dir / "jobs" / first / "trials" / "0" / "run"));
   EXPECT_FALSE(fs::exists(dir / "jobs" / first / "results.csv"));
+}
+
+// A running local sweep stops on `dlscale cancel` (TERM to the sweep
+// process) and on Ctrl-C (INT): its running trial is stopped, the next is
+// never started, both read cancelled, and the sweep exits 128 + the signal
+// after writing the table. The trials train for ever unless stopped.
+class LocalSweepStop : public SweepTest {
+ protected:
+  // Starts the sweep on a thread; returns its job folder once trial 0 runs.
+  std::string start_long_sweep() {
+    sweep_file("grid.initial-learn-rate = 0.01, 0.02\ngrid.max-epochs = 100000\nparallel = 1\n");
+    runner = std::thread([this] { result = dlscale("sweep " + (dir / "sweep.ini").string()); });
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+      if (fs::exists(dir / "jobs"))
+        for (const auto& entry : fs::directory_iterator(dir / "jobs"))
+          if (fs::exists(entry.path() / "trials" / "0" / "run")) return entry.path().filename().string();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    ADD_FAILURE() << "trial 0 of the sweep did not start within 60 s";
+    return "";
+  }
+
+  void expect_stopped(const std::string& folder, int signal) {
+    runner.join();
+    EXPECT_EQ(result.exit_code, 128 + signal) << result.out << result.err;
+    EXPECT_NE(result.out.find("trial 0 cancelled"), std::string::npos) << result.out;
+    EXPECT_EQ(result.out.find("trial 1 started"), std::string::npos) << "the next trial was started: " << result.out;
+    const fs::path job_dir = dir / "jobs" / folder;
+    EXPECT_FALSE(fs::exists(job_dir / "trials" / "1" / "run"));
+    EXPECT_EQ(read_file(job_dir / "trials" / "0" / "exit-status").substr(0, 3), "143") << "trial 0 was not stopped";
+    auto rows = csv_rows(read_file(job_dir / "results.csv"));
+    ASSERT_EQ(rows.size(), 3u);
+    EXPECT_EQ(rows[1].back(), "cancelled");
+    EXPECT_EQ(rows[2].back(), "cancelled");
+    EXPECT_EQ(job(folder)["state"], "cancelled");
+  }
+
+  // A test that failed half-way still stops its sweep before the thread goes.
+  void TearDown() override {
+    if (!runner.joinable()) return;
+    if (fs::exists(dir / "jobs"))
+      for (const auto& entry : fs::directory_iterator(dir / "jobs")) {
+        auto record = nlohmann::json::parse(read_file(entry.path() / "job.json"));
+        if (record.value("pid", 0L) > 0) kill(static_cast<pid_t>(record["pid"].get<long>()), SIGTERM);
+      }
+    runner.join();
+  }
+
+  std::thread runner;
+  RunResult result;
+};
+
+TEST_F(LocalSweepStop, CancelStopsTheRunningTrialAndStartsNoMore) {
+  const std::string folder = start_long_sweep();
+  ASSERT_FALSE(folder.empty());
+  EXPECT_EQ(job(folder)["state"], "running");
+  RunResult c = dlscale("cancel " + folder);
+  EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("cancelled " + folder), std::string::npos) << c.out;
+  expect_stopped(folder, SIGTERM);
+}
+
+TEST_F(LocalSweepStop, InterruptStopsTheTrialsToo) {
+  const std::string folder = start_long_sweep();
+  ASSERT_FALSE(folder.empty());
+  auto record = nlohmann::json::parse(read_file(dir / "jobs" / folder / "job.json"));
+  ASSERT_GT(record["pid"].get<long>(), 0) << "the sweep process is not in job.json";
+  kill(static_cast<pid_t>(record["pid"].get<long>()), SIGINT);
+  expect_stopped(folder, SIGINT);
 }
 
 TEST_F(LocalSweep, MistakesNameTheFileAndKey) {
