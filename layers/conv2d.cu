@@ -241,8 +241,7 @@ void launch_extend(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const
 
 template <class T>
 void launch_crop(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const void* dext, void* dx) {
-  const std::int64_t count = s.batch * s.channels * s.height * s.width;
-  crop<<<blocks_for(count), kBlock, 0, stream(ctx)>>>(static_cast<const T*>(dext), static_cast<T*>(dx),
+  crop<<<blocks_for(s.input_count()), kBlock, 0, stream(ctx)>>>(static_cast<const T*>(dext), static_cast<T*>(dx),
                                                       s.batch * s.channels, s.height, s.width, p.extra_h, p.extra_w);
   DLSCALE_CHECK_LAUNCH();
 }
@@ -250,7 +249,7 @@ void launch_crop(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const v
 // x as cuDNN sees it: in the math's type, and extended by the extra zero
 // rows/columns when the padding is asymmetric.
 MathOperand input_for(GpuContext& ctx, const ConvShape& s, const ConvPlan& p, const float* x) {
-  MathOperand in(ctx, s.math, x, s.batch * s.channels * s.height * s.width);
+  MathOperand in(ctx, s.math, x, s.input_count());
   if (!p.extended()) return in;
   DeviceBuffer ext = ctx.alloc(element_bytes(s.math) * extended_count(s, p));
   if (s.math == MathPrecision::f32)
@@ -267,18 +266,14 @@ void conv2d_forward(GpuContext& ctx, const ConvShape& s, const float* x, const f
   ConvPlan& p = plan_for(ctx, s);
   auto& st = ctx.impl();
   const MathOperand xin = input_for(ctx, s, p, x);
-  const MathOperand w(ctx, s.math, weight, s.filters * s.channels * s.kernel * s.kernel);
-  const std::int64_t out_count = s.batch * s.filters * s.out_height() * s.out_width();
-  // 2-byte math writes a 2-byte output, widened into y below.
-  DeviceBuffer y_half;
-  if (s.math != MathPrecision::f32) y_half = ctx.alloc(2 * static_cast<std::size_t>(out_count));
-  void* yout = s.math == MathPrecision::f32 ? static_cast<void*>(y) : y_half.get();
+  const MathOperand w(ctx, s.math, weight, s.weight_count());
+  const MathOutput yout(ctx, s.math, y, s.output_count());
   const float one = 1.f, zero = 0.f;
   void* ws = st.workspace_of(p.fwd_bytes);
   DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.fwd_math));
   DLSCALE_CHECK_CUDNN(cudnnConvolutionForward(st.cudnn, &one, p.x, xin.get(), p.w, w.get(), p.conv, p.fwd, ws,
-                                              p.fwd_bytes, &zero, p.y, yout));
-  if (s.math != MathPrecision::f32) from_half(ctx, s.math, y_half.get(), y, out_count);
+                                              p.fwd_bytes, &zero, p.y, yout.get()));
+  yout.widen(ctx);
   if (bias != nullptr) DLSCALE_CHECK_CUDNN(cudnnAddTensor(st.cudnn, &one, p.bias, bias, &one, p.y32, y));
 }
 
@@ -286,44 +281,38 @@ void conv2d_backward(GpuContext& ctx, const ConvShape& s, const float* x, const 
                      float* dx, float* dweight, float* dbias) {
   ConvPlan& p = plan_for(ctx, s);
   auto& st = ctx.impl();
-  const bool f32 = s.math == MathPrecision::f32;
   const float one = 1.f, zero = 0.f;
   if (dbias != nullptr)
     DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardBias(st.cudnn, &one, p.y32, dy, &zero, p.bias, dbias));
-  const MathOperand dyin(ctx, s.math, dy, s.batch * s.filters * s.out_height() * s.out_width());
+  const MathOperand dyin(ctx, s.math, dy, s.output_count());
   {
     const MathOperand xin = input_for(ctx, s, p, x);
-    const std::int64_t w_count = s.filters * s.channels * s.kernel * s.kernel;
-    DeviceBuffer dw_half;
-    if (!f32) dw_half = ctx.alloc(2 * static_cast<std::size_t>(w_count));
+    const MathOutput dwout(ctx, s.math, dweight, s.weight_count());
     void* ws = st.workspace_of(p.filter_bytes);
     DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.filter_math));
     DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardFilter(st.cudnn, &one, p.x, xin.get(), p.y, dyin.get(), p.conv,
-                                                       p.bwd_filter, ws, p.filter_bytes, &zero, p.w,
-                                                       f32 ? static_cast<void*>(dweight) : dw_half.get()));
-    if (!f32) from_half(ctx, s.math, dw_half.get(), dweight, w_count);
+                                                       p.bwd_filter, ws, p.filter_bytes, &zero, p.w, dwout.get()));
+    dwout.widen(ctx);
   }
   if (dx == nullptr) return;
-  const MathOperand w(ctx, s.math, weight, s.filters * s.channels * s.kernel * s.kernel);
-  const std::int64_t dx_count = s.batch * s.channels * s.height * s.width;
+  const MathOperand w(ctx, s.math, weight, s.weight_count());
   // cuDNN writes dx extended (asymmetric padding) and/or 2 bytes wide;
   // cropped, then widened, into dx.
-  DeviceBuffer dext, dx_half;
+  const MathOutput dxout(ctx, s.math, dx, s.input_count());
+  DeviceBuffer dext;
   if (p.extended()) dext = ctx.alloc(element_bytes(s.math) * extended_count(s, p));
-  if (!f32) dx_half = ctx.alloc(2 * static_cast<std::size_t>(dx_count));
-  void* dx_narrow = f32 ? static_cast<void*>(dx) : dx_half.get();  // dx in the math's type
-  void* dxin = p.extended() ? dext.get() : dx_narrow;
+  void* dxin = p.extended() ? dext.get() : dxout.get();
   void* ws = st.workspace_of(p.data_bytes);
   DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, p.data_math));
   DLSCALE_CHECK_CUDNN(cudnnConvolutionBackwardData(st.cudnn, &one, p.w, w.get(), p.y, dyin.get(), p.conv, p.bwd_data,
                                                    ws, p.data_bytes, &zero, p.x, dxin));
   if (p.extended()) {
-    if (f32)
-      launch_crop<float>(ctx, s, p, dxin, dx_narrow);
+    if (s.math == MathPrecision::f32)
+      launch_crop<float>(ctx, s, p, dxin, dxout.get());
     else
-      launch_crop<std::uint16_t>(ctx, s, p, dxin, dx_narrow);
+      launch_crop<std::uint16_t>(ctx, s, p, dxin, dxout.get());
   }
-  if (!f32) from_half(ctx, s.math, dx_half.get(), dx, dx_count);
+  dxout.widen(ctx);
 }
 
 }  // namespace dlscale::gpu

@@ -20,7 +20,8 @@ namespace dlscale::gpu {
 // gradients stay float32 in memory (the master copy); the 2-byte copies are
 // made per call, and activations between layers stay float32.
 enum class MathPrecision { f32, f16, bf16 };
-// "" or "fp32", "fp16", "bf16"; anything else is an error naming mixed-precision-type.
+// "" (float32), "fp16", "bf16" (GpuTrainingOptions::half_type); anything else
+// is an error naming mixed-precision-type.
 MathPrecision math_precision_from_name(const std::string& name);
 const char* name_of(MathPrecision math);
 // `count` floats rounded to nearest in math (f16 or bf16), in a buffer from
@@ -88,6 +89,10 @@ struct ConvShape {
   MathPrecision math = MathPrecision::f32;
   std::int64_t out_height() const { return (height + pad_top + pad_bottom - kernel) / stride + 1; }
   std::int64_t out_width() const { return (width + pad_left + pad_right - kernel) / stride + 1; }
+  // Elements of x (and dx), of W (and dW), of y (and dy).
+  std::int64_t input_count() const { return batch * channels * height * width; }
+  std::int64_t weight_count() const { return filters * channels * kernel * kernel; }
+  std::int64_t output_count() const { return batch * filters * out_height() * out_width(); }
 };
 // y (N, F, OH, OW); bias may be null. Descriptors and algorithms are chosen
 // on the first call for a shape and kept in the context.

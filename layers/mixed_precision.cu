@@ -38,7 +38,7 @@ void require_half(MathPrecision math, const char* what) {
 }  // namespace
 
 MathPrecision math_precision_from_name(const std::string& name) {
-  if (name.empty() || name == "fp32") return MathPrecision::f32;
+  if (name.empty()) return MathPrecision::f32;
   if (name == "fp16") return MathPrecision::f16;
   if (name == "bf16") return MathPrecision::bf16;
   fail("mixed-precision-type: '" + name + "' (expected fp16 or bf16)");

@@ -49,4 +49,24 @@ class MathOperand {
   DeviceBuffer copy_;  // moving it keeps the address data_ points to
 };
 
+// A result as the math writes it: straight into its float32 destination,
+// or into a 2-byte buffer that widen() then converts into the destination.
+class MathOutput {
+ public:
+  MathOutput(GpuContext& ctx, MathPrecision math, float* destination, std::int64_t count)
+      : math_(math), destination_(destination), count_(count) {
+    if (math != MathPrecision::f32) narrow_ = ctx.alloc(2 * static_cast<std::size_t>(count));
+  }
+  void* get() const { return narrow_.empty() ? static_cast<void*>(destination_) : narrow_.get(); }
+  void widen(GpuContext& ctx) const {
+    if (!narrow_.empty()) from_half(ctx, math_, narrow_.get(), destination_, count_);
+  }
+
+ private:
+  MathPrecision math_;
+  float* destination_;
+  std::int64_t count_;
+  DeviceBuffer narrow_;
+};
+
 }  // namespace dlscale::gpu
