@@ -47,9 +47,8 @@ void validate(const LossScaleOptions& o) {
     fail("loss-scale-growth-interval must be at least 1, not " + std::to_string(o.growth_interval));
 }
 
-bool loss_scaling_enabled(const LossScaleOptions& o, const std::string& training_precision,
-                          const std::string& mixed_precision_type) {
-  if (o.mode == "auto") return training_precision == "automatic-mixed" && mixed_precision_type == "fp16";
+bool loss_scaling_enabled(const LossScaleOptions& o, const std::string& half_type) {
+  if (o.mode == "auto") return half_type == "fp16";
   return o.mode == "dynamic";
 }
 

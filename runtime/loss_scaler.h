@@ -33,11 +33,11 @@ struct LossScaleState {
 
 // Throws naming the option when a value is invalid.
 void validate(const LossScaleOptions& options);
-// True when loss scaling applies to a run in this precision: auto means
-// dynamic under automatic-mixed with fp16, whose range ends at 65504; bf16
-// has float32's range and needs none (PyTorch's advice too).
-bool loss_scaling_enabled(const LossScaleOptions& options, const std::string& training_precision,
-                          const std::string& mixed_precision_type);
+// True when loss scaling applies to a run whose GPU ranks compute in
+// half_type (TrainingOptions::half_type(): "" for float32): auto means
+// dynamic for fp16, whose range ends at 65504; bf16 has float32's range and
+// needs none (PyTorch's advice too).
+bool loss_scaling_enabled(const LossScaleOptions& options, const std::string& half_type);
 
 class LossScaler {
  public:

@@ -167,7 +167,7 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
   checkpoint_dir_ = o.checkpoint_path.empty() ? dir_->file("checkpoints") : o.checkpoint_path;
   telemetry_.emplace(comm, job, dir_->file("telemetry.jsonl"), dir_->writer(), !o.resume.empty());
   if (dir_->live()) bar_.emplace(o.max_epochs, sampler_->batches_per_epoch(), o.mini_batch_size);
-  if (loss_scaling_enabled(o.loss_scale, o.training_precision, o.mixed_precision_type)) {
+  if (loss_scaling_enabled(o.loss_scale, o.half_type())) {
     state_.loss_scale.scale = o.loss_scale.initial_scale;  // a resumed run takes the checkpoint's
     loss_scaler_.emplace(o.loss_scale, state_.loss_scale);
   }

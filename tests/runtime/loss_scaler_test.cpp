@@ -98,14 +98,20 @@ TEST(LossScaler, OptionsAreValidated) {
   o.initial_scale = 0;
   expect_error([&] { validate(o); }, "initial-loss-scale");
   o = {};
-  EXPECT_TRUE(loss_scaling_enabled(o, "automatic-mixed", "fp16"));
-  EXPECT_FALSE(loss_scaling_enabled(o, "automatic-mixed", "bf16")) << "bf16 has float32's range";
-  EXPECT_FALSE(loss_scaling_enabled(o, "single", "fp16"));
+  EXPECT_TRUE(loss_scaling_enabled(o, "fp16"));
+  EXPECT_FALSE(loss_scaling_enabled(o, "bf16")) << "bf16 has float32's range";
+  EXPECT_FALSE(loss_scaling_enabled(o, "")) << "float32 math needs no loss scaling";
   o.mode = "dynamic";
-  EXPECT_TRUE(loss_scaling_enabled(o, "single", "fp16"));
-  EXPECT_TRUE(loss_scaling_enabled(o, "automatic-mixed", "bf16"));
+  EXPECT_TRUE(loss_scaling_enabled(o, ""));
+  EXPECT_TRUE(loss_scaling_enabled(o, "bf16"));
   o.mode = "none";
-  EXPECT_FALSE(loss_scaling_enabled(o, "automatic-mixed", "fp16"));
+  EXPECT_FALSE(loss_scaling_enabled(o, "fp16"));
+  // What the trainer passes: the half type only under automatic-mixed.
+  TrainingOptions t;
+  t.mixed_precision_type = "fp16";
+  EXPECT_EQ(t.half_type(), "") << "single precision";
+  t.training_precision = "automatic-mixed";
+  EXPECT_EQ(t.half_type(), "fp16");
 }
 
 // The same images as float32 pixel values 0..255, as a user who forgot to
