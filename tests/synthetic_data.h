@@ -1,8 +1,11 @@
-// Synthetic datasets and scratch folders shared by tests that train for real.
+// Synthetic datasets, scratch folders and reading back what a run wrote,
+// shared by tests that train for real.
 #pragma once
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "io/shard_writer.h"
@@ -18,6 +21,14 @@ inline fs::path scratch_dir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
+}
+
+// The whole file (text or binary); "" when it cannot be read.
+inline std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 // num_classes classes of 1×8×8 uint8 images: class c lights up row c (plus

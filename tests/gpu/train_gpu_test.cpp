@@ -27,8 +27,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "runtime/gpu.h"
 #include "runtime/trainer.h"
@@ -220,8 +218,7 @@ TEST_F(TrainGpu, Fp16OverflowSkipsStepsAndBacksOffTheScale) {
   EXPECT_LE(r.loss_scale.scale, std::ldexp(1.0, 21));
   ASSERT_TRUE(r.test_accuracy);
   EXPECT_GT(*r.test_accuracy, 0.8) << "the steps after the skips still train";
-  std::ifstream log(dir_ / "overflow" / "log.txt");
-  const std::string text((std::istreambuf_iterator<char>(log)), {});
+  const std::string text = read_file(dir_ / "overflow" / "log.txt");
   EXPECT_NE(text.find("iteration 1: gradients overflowed, step skipped"), std::string::npos) << text;
 }
 

@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <iterator>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -189,15 +187,11 @@ TEST(Dataset, SameDataGivesByteIdenticalShards) {
   write_dataset(tmp / "a", test::make_dataset(9, {3}, SampleType::u8), 2);
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   write_dataset(tmp / "b", test::make_dataset(9, {3}, SampleType::u8), 2);
-  auto bytes = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
   for (const char* name : {"shard-00000.h5", "shard-00001.h5", "index.json"}) {
     SCOPED_TRACE(name);
-    const std::string a = bytes(tmp / (std::string("a/") + name));
+    const std::string a = test::read_text(tmp / (std::string("a/") + name));
     ASSERT_FALSE(a.empty());
-    EXPECT_TRUE(a == bytes(tmp / (std::string("b/") + name)));
+    EXPECT_TRUE(a == test::read_text(tmp / (std::string("b/") + name)));
   }
 }
 

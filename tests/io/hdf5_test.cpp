@@ -4,8 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "io/io_test_util.h"
@@ -78,11 +76,7 @@ TEST(Hdf5, RootGroupTablesAreCheckedBeforeHdf5WalksThem) {
     H5Id file = create_h5(path);
     write_tensor(file.get(), "x", Tensor({3}, DType::f32));
   }
-  std::string bytes;
-  {
-    std::ifstream in(path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const std::string bytes = test::read_text(path);
   ASSERT_EQ(bytes[8], 0) << "HDF5's default superblock is version 0";
   EXPECT_NO_THROW(open_h5_read(path));
   for (const std::string tag : {"HEAP", "TREE"}) {
@@ -91,13 +85,13 @@ TEST(Hdf5, RootGroupTablesAreCheckedBeforeHdf5WalksThem) {
     ASSERT_NE(at, std::string::npos);
     std::string damaged = bytes;
     damaged.replace(at, 4, "\0\0\0\0", 4);
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << damaged;
+    test::write_text(path, damaged);
     EXPECT_ERROR_CONTAINS(open_h5_read(path), path + ": it is damaged (its root group's");
   }
   // The cached addresses themselves pointing past the end of the file.
   std::string past = bytes;
   for (int i = 0; i < 8; ++i) past[88 + i] = static_cast<char>(0x7f);
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << past;
+  test::write_text(path, past);
   EXPECT_ERROR_CONTAINS(open_h5_read(path), "name heap is not where the superblock says");
 }
 

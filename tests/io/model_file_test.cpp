@@ -9,10 +9,9 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <thread>
 
+#include "io/io_test_util.h"
 #include "io/model_file.h"
 
 namespace dlscale {
@@ -48,11 +47,6 @@ TEST(ModelFile, RoundTripsEveryTensor) {
   EXPECT_FALSE(fs::exists(dir / "model.h5.tmp"));
 }
 
-std::string bytes_of(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 // HDF5 stamps objects with their creation time (in seconds) unless told not
 // to; the same network written twice across a second boundary must give the
 // same bytes, or `cmp` cannot check deterministic mode.
@@ -62,7 +56,7 @@ TEST(ModelFile, SameNetworkWrittenTwiceGivesTheSameBytes) {
   save_model((dir / "first.h5").string(), net);
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   save_model((dir / "second.h5").string(), net);
-  const auto first = bytes_of(dir / "first.h5"), second = bytes_of(dir / "second.h5");
+  const auto first = test::read_text(dir / "first.h5"), second = test::read_text(dir / "second.h5");
   ASSERT_FALSE(first.empty());
   EXPECT_TRUE(first == second) << "model files of the same network differ in their bytes";
 }

@@ -21,13 +21,6 @@ struct RunResult {
   std::string out, err;
 };
 
-inline std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Runs a shell command line, capturing stdout and stderr.
 inline RunResult run_command(const std::string& command, const fs::path& dir) {
   const auto out = dir / "stdout.txt", err = dir / "stderr.txt";

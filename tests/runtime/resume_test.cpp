@@ -7,7 +7,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <fstream>
 
 #include "io/shard_writer.h"
 #include "runtime/trainer.h"
@@ -87,11 +86,7 @@ TEST_F(Resume, StoppedAndResumedEqualsUninterruptedBitwise) {
   EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
   EXPECT_EQ(*whole.validation_accuracy, *resumed.validation_accuracy);
   if (comm.rank() == 0) {  // and the files themselves: what `cmp` checks after a deterministic run
-    auto bytes = [](const fs::path& p) {
-      std::ifstream in(p, std::ios::binary);
-      return std::string(std::istreambuf_iterator<char>(in), {});
-    };
-    EXPECT_TRUE(bytes(dir_ / "whole" / "model.h5") == bytes(dir_ / "parts" / "model.h5"))
+    EXPECT_TRUE(read_file(dir_ / "whole" / "model.h5") == read_file(dir_ / "parts" / "model.h5"))
         << "model.h5 of the resumed run differs in its bytes from the whole run's";
   }
 }
@@ -110,8 +105,7 @@ TEST_F(Resume, CorruptNewestCheckpointIsSkipped) {
   TrainingResult r = trainnet(o, comm);
   EXPECT_EQ(r.iterations, 90);
   if (comm.rank() == 0) {
-    std::ifstream log(dir_ / "corrupt" / "log.txt");
-    std::string text((std::istreambuf_iterator<char>(log)), {});
+    std::string text = read_file(dir_ / "corrupt" / "log.txt");
     EXPECT_NE(text.find("skipping checkpoint"), std::string::npos);
     EXPECT_NE(text.find("ckpt-14.h5 at iteration 14"), std::string::npos) << text;
   }
@@ -130,8 +124,7 @@ TEST_F(Resume, OtherRankCountResumesWithAResplit) {
     o.resume = "auto";
     TrainingResult r = trainnet(o, *single);
     EXPECT_EQ(r.iterations, 90);
-    std::ifstream log(dir_ / "resplit-1" / "log.txt");
-    std::string text((std::istreambuf_iterator<char>(log)), {});
+    std::string text = read_file(dir_ / "resplit-1" / "log.txt");
     EXPECT_NE(text.find("resuming a 2-rank checkpoint on 1 ranks"), std::string::npos) << text;
   }
   world.barrier();
