@@ -49,17 +49,13 @@ class Monitor : public ::testing::Test {
   void SetUp() override {
     dir = scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
-  // Telemetry samples at logged iterations, so verbose-frequency sets the
-  // window each sample's CPU utilization is measured over: 100 steps of
-  // ~9 ms, long enough that a rank descheduled for a moment on a loaded
-  // 2-core CI machine still reads as busy (20 steps, 0.2 s, once gave 3%).
   void write_config(int epochs, int samples) {
     write_dataset((dir / "train").string(), separable_images(samples, 4, 1), 2);
     std::ofstream(dir / "job.ini") << "train-data = " << (dir / "train").string() << "\n"
                                    << "input = 1x8x8\nlayer = dense units=64\nlayer = relu\n"
                                       "layer = dense units=4\nlayer = softmax\n"
                                    << "max-epochs = " << epochs << "\nmini-batch-size = 16\n"
-                                   << "verbose-frequency = 100\nthreads = 1\n";
+                                   << "verbose-frequency = 20\nthreads = 1\n";
   }
   // mpirun -n 2 training in the background; its output goes to out.txt.
   pid_t start_job() const {
