@@ -311,6 +311,11 @@ void sync_path(const std::string& path) {
   if (rc != 0 && err != EINVAL && err != EBADF) fail("cannot flush " + path + " to disk: " + std::strerror(err));
 }
 
+void close_h5_file(H5Id& file, const std::string& path) {
+  auto lock = hdf5_lock();
+  DLSCALE_CHECK_H5(H5Fclose(file.release()), "cannot finish writing " + path + " (closing it failed: disk full or an I/O error?)");
+}
+
 void commit_file(const std::string& tmp_path, const std::string& final_path) {
   sync_path(tmp_path);
   if (std::rename(tmp_path.c_str(), final_path.c_str()) != 0)

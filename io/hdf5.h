@@ -37,6 +37,12 @@ class H5Id {
   H5Id(const H5Id&) = delete;
   H5Id& operator=(const H5Id&) = delete;
   hid_t get() const { return id_; }
+  // Gives up ownership: the caller closes the handle (and checks the close).
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
   explicit operator bool() const { return id_ >= 0; }
 
  private:
@@ -63,6 +69,11 @@ void write_string_attribute(hid_t loc, const std::string& name, const std::strin
 std::string read_string_attribute(hid_t loc, const std::string& name, const std::string& file);
 void write_int_attribute(hid_t loc, const std::string& name, std::int64_t value);
 std::int64_t read_int_attribute(hid_t loc, const std::string& name, const std::string& file);
+
+// Closes a file opened for writing and checks the close: HDF5 writes its last
+// metadata then, and the OS may report a deferred write error only at close
+// (NFS does). A file whose close failed must never be committed.
+void close_h5_file(H5Id& file, const std::string& path);
 
 // Makes `tmp_path` durable (fsync) and renames it onto `final_path`, so
 // readers see either the old file or the complete new one.

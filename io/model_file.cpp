@@ -45,7 +45,7 @@ void save_model(const std::string& path, Network& net, const FileExtras& extras)
     // A full disk often shows only when HDF5 flushes its buffers: check it
     // here, not in a destructor that cannot report it.
     if (H5Fflush(root, H5F_SCOPE_GLOBAL) < 0) fail("cannot write " + tmp + " (disk full?)");
-    file = H5Id();
+    close_h5_file(file, tmp);
     commit_file(tmp, path);
   } catch (const Error&) {
     std::remove(tmp.c_str());  // the previous file at `path` stays as it was

@@ -9,13 +9,6 @@
 
 namespace dlscale {
 
-// A mistake in the command line or config file: identical on every rank, so
-// only rank 0 prints it and no rank needs to abort the others.
-class UsageError : public Error {
- public:
-  using Error::Error;
-};
-
 using Args = std::vector<std::string>;  // the arguments after the subcommand
 
 int train_command(const Args& args, Communicator& comm);

@@ -5,12 +5,15 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
 #include <map>
+#include <string>
+#include <thread>
 
 #include "launch/commands.h"
 
@@ -44,6 +47,26 @@ int world_size() {
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   return size;
+}
+
+// Any error on any rank ends the whole job with that rank's message. A rank
+// cannot know whether the others hit the same error or wait for it in a
+// collective (a config file missing on one node, say), and MPI_Finalize would
+// then block for ever: with more than one rank, only MPI_Abort is safe. Rank 0
+// reports at once; other ranks wait a moment first, so that an error every
+// rank hits (a bad option) is printed once, by rank 0, whose abort ends them.
+// Returns the exit code only for a one-rank job.
+int end_job_with_error(const std::string& message, int code) {
+  if (world_size() == 1) {
+    std::cerr << "dlscale: error: " << message << std::endl;
+    return code;
+  }
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  if (world_rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+  std::cerr << "dlscale: rank " << world_rank() << " (" << host << "): error: " << message << std::endl;
+  MPI_Abort(MPI_COMM_WORLD, code);
+  return code;  // not reached: MPI_Abort ends this process
 }
 
 int run(int argc, char** argv) {
@@ -110,17 +133,9 @@ int main(int argc, char** argv) {
   try {
     code = run(argc, argv);
   } catch (const dlscale::UsageError& e) {
-    if (world_rank() == 0) std::cerr << "dlscale: error: " << e.what() << std::endl;
-    code = 2;
+    code = end_job_with_error(e.what(), 2);
   } catch (const std::exception& e) {
-    if (world_size() == 1) {
-      std::cerr << "dlscale: error: " << e.what() << std::endl;
-      code = 1;
-    } else {
-      // Other ranks may be waiting in a collective: only an abort ends them.
-      std::cerr << "dlscale: rank " << world_rank() << ": error: " << e.what() << std::endl;
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    code = end_job_with_error(e.what(), 1);
   }
   MPI_Finalize();
   return code;

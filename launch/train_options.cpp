@@ -58,6 +58,7 @@ const OptionRow kOptions[] = {
     {"checkpoint-minutes", "0", "also checkpoint when this many minutes passed since the last one (0: off)"},
     {"checkpoint-keep", "0", "keep only the newest K checkpoints (0: all)"},
     {"resume", nullptr, "auto (newest valid checkpoint of the run) or a checkpoint file"},
+    {"overwrite", "false", "a fresh run into a folder holding earlier checkpoints moves them to set-aside/"},
     {"execution-environment", "auto", "auto | cpu | gpu | multi-gpu | parallel-auto | parallel-cpu | parallel-gpu"},
     {"training-precision", "single", "single | double | automatic-mixed"},
     {"mixed-precision-type", "fp16",
@@ -71,6 +72,7 @@ const OptionRow kOptions[] = {
     {"threads", "0", "CPU threads per rank (0: the CPUs this rank may use)"},
     {"gradient-bucket-size", "25", "MiB per gradient all-reduce bucket (the first is at most 1 MiB)"},
     {"collective-timeout", "600", "seconds a rank waits in a collective before it ends the job (0: no limit)"},
+    {"checkpoint-timeout", "3600", "seconds the other ranks wait for rank 0 to write a checkpoint (0: no limit)"},
 };
 
 po::options_description option_table() {
@@ -194,6 +196,7 @@ void fill_options(const Reader& r, TrainingOptions& o) {
   o.checkpoint_keep = static_cast<int>(r.integer("checkpoint-keep", 0));
   o.resume = r.str("resume");
   if (!o.resume.empty() && o.resume != "auto") o.resume = r.path("resume");
+  o.overwrite = r.flag("overwrite");
   o.execution_environment = r.str("execution-environment");
   o.training_precision = r.str("training-precision");
   o.mixed_precision_type = r.str("mixed-precision-type");
@@ -212,6 +215,7 @@ void fill_options(const Reader& r, TrainingOptions& o) {
   o.threads = static_cast<int>(r.integer("threads", 0));
   o.gradient_bucket_mib = r.number("gradient-bucket-size");
   o.collective_timeout_s = r.number("collective-timeout");
+  o.checkpoint_timeout_s = r.number("checkpoint-timeout");
   if (!(o.gradient_bucket_mib > 0)) throw UsageError("option gradient-bucket-size must be a positive number of MiB");
 }
 

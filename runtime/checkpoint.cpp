@@ -1,10 +1,17 @@
 // Writing, finding and restoring checkpoints.
 #include "runtime/checkpoint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <string_view>
 
 #include "io/hdf5.h"
 #include "io/model_file.h"
@@ -59,6 +66,80 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return parts;
 }
 
+
+// Moves a checkpoint out of the way, never deleting it: into dir/set-aside/,
+// where neither --resume auto nor pruning looks.
+void set_aside(const fs::path& file, const std::string& why, std::vector<std::string>& notes) {
+  const fs::path aside = file.parent_path() / "set-aside";
+  fs::create_directories(aside);
+  fs::path target = aside / file.filename();
+  for (int n = 1; fs::exists(target); ++n) target = aside / (file.filename().string() + "." + std::to_string(n));
+  std::error_code ec;
+  fs::rename(file, target, ec);
+  if (ec) fail("cannot move " + file.string() + " to " + target.string() + ": " + ec.message());
+  notes.push_back("moved " + file.string() + " to " + target.string() + " (" + why + ")");
+}
+
+// Reads every byte with plain POSIX calls: an error here is the filesystem's
+// (EIO, ESTALE, EACCES), not the file's contents, and must not be mistaken
+// for a damaged checkpoint. false when the file has gone.
+bool read_through(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return false;
+  auto io_error = [&](const char* what) {
+    fail("cannot " + std::string(what) + " checkpoint " + path + ": " + std::strerror(errno) +
+         "; a checkpoint that cannot be read now is not known to be damaged, so the run stops instead of "
+         "resuming from an older one (which would lose work): fix the filesystem and resume again");
+  };
+  if (fd < 0) io_error("open");
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      errno = e;
+      io_error("read");
+    }
+  }
+  ::close(fd);
+  return true;
+}
+
+// "" when the checkpoint at path is whole, else why it is damaged. Throws
+// when it cannot be judged (an I/O error, a lock held elsewhere).
+std::string damage_of(const std::string& path) {
+  if (!read_through(path)) return "it has gone";
+  try {
+    // Reading every tensor and attribute is what proves a checkpoint whole.
+    load_model(path);
+    auto lock = hdf5_lock();
+    H5Id file = open_h5_read(path);
+    read_string_attribute(file.get(), "random_streams", path);
+    return "";
+  } catch (const Error& e) {
+    const std::string why = e.what();
+    if (why.find("unable to lock file") != std::string::npos)
+      fail("cannot open checkpoint " + path + ": another process holds an HDF5 lock on it (" + why +
+           "); the run stops instead of resuming from an older checkpoint");
+    return why;
+  }
+}
+
+// A fingerprint of everything restored that must agree across ranks.
+std::string restored_fingerprint(const TrainingState& s, Network& net, Optimizer& optimizer) {
+  std::size_t h = std::hash<std::int64_t>{}(s.iteration);
+  auto mix = [&h](const Tensor& t) {
+    h ^= std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(t.raw()), t.bytes())) +
+         0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  };
+  for (auto& [name, t] : net.named_tensors()) mix(*t);
+  for (auto& [name, t] : optimizer.state()) mix(*t);
+  return std::to_string(s.iteration) + " " + std::to_string(h);
+}
+
 }  // namespace
 
 void write_checkpoint(const std::string& dir, Network& net, Optimizer& optimizer, const TrainingState& state,
@@ -87,26 +168,59 @@ void write_checkpoint(const std::string& dir, Network& net, Optimizer& optimizer
   std::snprintf(name, sizeof name, "ckpt-%lld.h5", static_cast<long long>(state.iteration));
   save_model((fs::path(dir) / name).string(), net, extras);
   if (keep <= 0) return;
-  auto all = checkpoints_in(dir);
-  for (std::size_t i = 0; i + keep < all.size(); ++i) fs::remove(all[i].second);
+  // Only older checkpoints are candidates: the one just written is whole (its
+  // write and close were checked) and stays, whatever else the folder holds.
+  std::vector<fs::path> older;
+  for (auto& [iteration, path] : checkpoints_in(dir))
+    if (iteration < state.iteration) older.push_back(path);
+  const std::size_t keep_older = static_cast<std::size_t>(keep - 1);
+  for (std::size_t i = 0; i + keep_older < older.size(); ++i) fs::remove(older[i]);
 }
 
-std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>& warnings) {
-  auto all = checkpoints_in(dir);
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    const std::string path = it->second.string();
-    try {
-      // Reading every tensor and attribute is what proves a checkpoint whole.
-      load_model(path);
-      auto lock = hdf5_lock();
-      H5Id file = open_h5_read(path);
-      read_string_attribute(file.get(), "random_streams", path);
-      return path;
-    } catch (const Error& e) {
-      warnings.push_back("skipping checkpoint " + path + ": " + e.what());
+void claim_checkpoint_folder(const std::string& dir, bool overwrite, Communicator& comm,
+                             std::vector<std::string>& notes) {
+  std::string error;
+  if (comm.rank() == 0) {
+    auto found = checkpoints_in(dir);
+    if (!found.empty() && !overwrite)
+      error = "checkpoint folder " + dir + " holds " + std::to_string(found.size()) +
+              " checkpoint(s) of an earlier run (newest " + found.back().second.filename().string() +
+              "); continue that run with --resume auto, or start afresh with --overwrite (its checkpoints are "
+              "moved to " + dir + "/set-aside), or choose another --output or --checkpoint-path";
+    else
+      for (auto& [iteration, path] : found) set_aside(path, "--overwrite: a fresh run starts here", notes);
+  }
+  comm.broadcast(error, 0);
+  if (!error.empty()) throw UsageError(error);
+}
+
+std::string choose_resume_checkpoint(const std::string& resume, const std::string& dir, Communicator& comm,
+                                     std::vector<std::string>& notes) {
+  std::string chosen;
+  if (comm.rank() == 0) {
+    if (resume == "auto") {
+      auto all = checkpoints_in(dir);
+      for (auto it = all.rbegin(); it != all.rend() && chosen.empty(); ++it) {
+        const std::string damage = damage_of(it->second.string());
+        if (damage.empty())
+          chosen = it->second.string();
+        else
+          set_aside(it->second, "skipped, damaged: " + damage, notes);
+      }
+    } else {
+      const std::string damage = damage_of(resume);
+      if (!damage.empty()) fail("cannot resume from " + resume + ": " + damage);
+      chosen = resume;
+      // Checkpoints newer than the one asked for belong to the branch being abandoned.
+      const std::int64_t from = checkpoint_iteration(resume);
+      if (from >= 0)
+        for (auto& [iteration, path] : checkpoints_in(dir))
+          if (iteration > from && !fs::equivalent(path, resume))
+            set_aside(path, "newer than --resume " + resume + ", so --resume auto cannot jump back to it", notes);
     }
   }
-  return "";
+  comm.broadcast(chosen, 0);
+  return chosen;
 }
 
 TrainingState restore_checkpoint(const std::string& path, Network& net, Optimizer& optimizer,
@@ -158,6 +272,13 @@ TrainingState restore_checkpoint(const std::string& path, Network& net, Optimize
     s.loss_scale.skipped_steps = std::stoll(attrs["loss_scale_skipped_steps"]);
     s.loss_scale.skips_in_a_row = std::stoi(attrs["loss_scale_skips_in_a_row"]);
   }
+  // Every rank read the file itself: make sure they all hold the same thing.
+  const auto all = comm.allgather(restored_fingerprint(s, net, optimizer));
+  for (int r = 1; r < comm.size(); ++r)
+    if (all[r] != all[0])
+      fail("rank " + std::to_string(r) + " restored another state from " + path + " than rank 0 (iteration and "
+           "parameter hash '" + all[r] + "' against '" + all[0] + "'); the ranks read different contents of the "
+           "same file, so training would mix weights: check the shared filesystem and resume again");
   return s;
 }
 

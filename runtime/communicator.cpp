@@ -1,6 +1,9 @@
 // MPI collectives on tensors and strings.
 #include "runtime/communicator.h"
 
+#include <chrono>
+#include <thread>
+
 namespace dlscale {
 
 namespace {
@@ -21,11 +24,14 @@ Communicator::Communicator(MPI_Comm parent) {
 }
 
 std::unique_ptr<Communicator> Communicator::split(bool member) const {
+  // The split and the new communicator's own setup (dup, node split) are collectives too.
+  WatchedWait wait(watchdog_, "splitting the communicator into computing and idle ranks");
   MPI_Comm part = MPI_COMM_NULL;
   DLSCALE_CHECK_MPI(MPI_Comm_split(comm_, member ? 0 : MPI_UNDEFINED, rank_, &part));
   if (part == MPI_COMM_NULL) return nullptr;
   auto out = std::make_unique<Communicator>(part);
   MPI_Comm_free(&part);
+  out->set_watchdog(watchdog_);
   return out;
 }
 
@@ -93,9 +99,20 @@ std::vector<double> Communicator::gather(const double* values, int count, int ro
   return all;
 }
 
-void Communicator::barrier() {
-  WatchedWait wait(watchdog_, "a barrier");
+void Communicator::barrier(const char* what, double timeout_s, const char* limit_name) {
+  WatchedWait wait(watchdog_, what, timeout_s, limit_name);
   DLSCALE_CHECK_MPI(MPI_Barrier(comm_));
+}
+
+void Communicator::barrier_polled(double poll_s) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  WatchedWait wait(watchdog_, "a barrier");
+  DLSCALE_CHECK_MPI(MPI_Ibarrier(comm_, &request));
+  for (int done = 0;;) {
+    DLSCALE_CHECK_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
+  }
 }
 
 }  // namespace dlscale

@@ -41,7 +41,13 @@ class Communicator {
   std::vector<std::string> allgather(const std::string& text);
   // Every rank's `count` values, in rank order, on root (empty elsewhere): telemetry samples.
   std::vector<double> gather(const double* values, int count, int root = 0);
-  void barrier();
+  // what names the wait in the watchdog's message; timeout_s > 0 bounds it
+  // instead of the watchdog's own timeout (a wait known to be long), and
+  // limit_name names the option that set it.
+  void barrier(const char* what = "a barrier", double timeout_s = 0, const char* limit_name = nullptr);
+  // A barrier that sleeps poll_s between tests instead of spinning: for ranks
+  // that wait a long time for others (idle ranks while the others train).
+  void barrier_polled(double poll_s);
 
   // Every collective below runs under this watchdog's bounded wait (none: unbounded).
   void set_watchdog(CollectiveWatchdog* dog) { watchdog_ = dog; }

@@ -14,6 +14,14 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A mistake in the command line, config file or the folders it names: the
+// CLI exits with code 2 for it. It may still arise on some ranks only (a file
+// missing on one node), so it ends the whole job like any other error.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Throws Error("<message>") for mistakes of the user (bad option, bad file):
 // those need no file:line, they need the name of the thing that is wrong.
 [[noreturn]] void fail(const std::string& message);

@@ -50,9 +50,18 @@ GradientBuckets::GradientBuckets(const std::vector<Param*>& params, Communicator
 }
 
 GradientBuckets::~GradientBuckets() {
-  // A step abandoned by an exception must not leave requests behind.
+  // A step abandoned by an exception can leave all-reduces in flight. MPI
+  // allows neither freeing nor cancelling an active collective request, and
+  // waiting could block for ever when the exception came from another rank's
+  // failure. The error ends the job (MPI_Abort); until then MPI may still
+  // write into the buffers, so those of in-flight requests are kept alive.
   for (auto& b : buckets_)
-    if (b.request != MPI_REQUEST_NULL) MPI_Request_free(&b.request);
+    if (b.request != MPI_REQUEST_NULL) abandoned_in_flight().push_back(std::move(b.buffer));
+}
+
+std::vector<Tensor>& GradientBuckets::abandoned_in_flight() {
+  static std::vector<Tensor>* kept = new std::vector<Tensor>;  // never freed: MPI may write into them until exit
+  return *kept;
 }
 
 std::vector<std::size_t> GradientBuckets::bucket_sizes_bytes() const {

@@ -45,6 +45,9 @@ class GradientBuckets {
   // Share of gradient bytes whose all-reduce had already completed when
   // backward ended (finish() was called), over all steps so far.
   double hidden_share() const { return total_bytes_ ? double(hidden_bytes_) / double(total_bytes_) : 0.0; }
+  // Buffers of buckets destroyed with their all-reduce still in flight: kept
+  // until the process ends, because MPI may still write into them.
+  static std::vector<Tensor>& abandoned_in_flight();
 
  private:
   struct Bucket {

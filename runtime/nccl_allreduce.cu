@@ -12,18 +12,25 @@ struct NcclAllreduce::State {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   cudaEvent_t ready = nullptr;
+  // Waits on NCCL are collective waits: a rank that stopped answering leaves
+  // the others blocked in them, so they run under the job's watchdog.
+  CollectiveWatchdog* watchdog = nullptr;
 };
 
 NcclAllreduce::NcclAllreduce(Communicator& comm, int device, bool deterministic) : state_(std::make_unique<State>()) {
   if (deterministic) apply_deterministic_nccl_algo(comm.rank());
   state_->device = device;
+  state_->watchdog = comm.watchdog();
   DLSCALE_CHECK_CUDA(cudaSetDevice(device));
   ncclUniqueId id;
   if (comm.rank() == 0) DLSCALE_CHECK_NCCL(ncclGetUniqueId(&id));
   std::string bytes(reinterpret_cast<const char*>(&id), sizeof id);
   comm.broadcast(bytes, 0);
   std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(&id));
-  DLSCALE_CHECK_NCCL(ncclCommInitRank(&state_->comm, comm.size(), id, comm.rank()));
+  {
+    WatchedWait wait(state_->watchdog, "NCCL communicator setup (ncclCommInitRank)");
+    DLSCALE_CHECK_NCCL(ncclCommInitRank(&state_->comm, comm.size(), id, comm.rank()));
+  }
   // A non-blocking stream of its own: reductions overlap the compute stream.
   DLSCALE_CHECK_CUDA(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
   DLSCALE_CHECK_CUDA(cudaEventCreateWithFlags(&state_->ready, cudaEventDisableTiming));
@@ -45,7 +52,10 @@ void NcclAllreduce::start(void* data, std::size_t count, DType dtype, void* comp
                                    state_->comm, state_->stream));
 }
 
-void NcclAllreduce::wait() { DLSCALE_CHECK_CUDA(cudaStreamSynchronize(state_->stream)); }
+void NcclAllreduce::wait() {
+  WatchedWait wait(state_->watchdog, "the NCCL gradient all-reduce");
+  DLSCALE_CHECK_CUDA(cudaStreamSynchronize(state_->stream));
+}
 
 bool NcclAllreduce::compiled() { return true; }
 

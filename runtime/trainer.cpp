@@ -3,6 +3,7 @@
 // directory.
 #include "runtime/trainer.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <functional>
 #include <new>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "io/loader.h"
@@ -62,12 +64,19 @@ void check_ranks_agree(const std::string& config, Communicator& comm) {
 // DLSCALE_FAIL_AT=RANK:ITERATION makes that rank throw at that iteration, and
 // DLSCALE_STOP_AT=ITERATION acts as if a preemption signal arrived then, so
 // tests can check failure and resume paths (LBANN has the same kind of hook).
-// DLSCALE_HANG_AT=RANK:ITERATION makes that rank stop answering.
+// DLSCALE_HANG_AT=RANK:ITERATION makes that rank stop answering,
+// DLSCALE_SIGNAL_AT=RANK:ITERATION:SIGNAL makes it send itself that signal
+// (SIGKILL: a killed rank; SIGTERM: a preemption reaching one rank first), and
+// DLSCALE_CHECKPOINT_DELAY=SECONDS makes rank 0's checkpoint writes that slow.
 struct TestHooks {
-  int fail_rank = -1, hang_rank = -1;
-  std::int64_t fail_iteration = -1, stop_iteration = -1, hang_iteration = -1;
+  int fail_rank = -1, hang_rank = -1, signal_rank = -1, signal = 0;
+  std::int64_t fail_iteration = -1, stop_iteration = -1, hang_iteration = -1, signal_iteration = -1;
+  double checkpoint_delay_s = 0;
   static TestHooks from_environment() {
     TestHooks h;
+    if (const char* v = std::getenv("DLSCALE_SIGNAL_AT"))
+      std::sscanf(v, "%d:%ld:%d", &h.signal_rank, &h.signal_iteration, &h.signal);
+    if (const char* v = std::getenv("DLSCALE_CHECKPOINT_DELAY")) h.checkpoint_delay_s = std::atof(v);
     if (const char* v = std::getenv("DLSCALE_FAIL_AT")) std::sscanf(v, "%d:%ld", &h.fail_rank, &h.fail_iteration);
     if (const char* v = std::getenv("DLSCALE_HANG_AT")) std::sscanf(v, "%d:%ld", &h.hang_rank, &h.hang_iteration);
     if (const char* v = std::getenv("DLSCALE_STOP_AT")) std::sscanf(v, "%ld", &h.stop_iteration);
@@ -79,8 +88,9 @@ struct TestHooks {
 class TrainingRun {
  public:
   // plan: this rank's device (CPU, or the GPU it trains on).
+  // watchdog: bounds every collective wait (set on comm for the run's length).
   TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, const ExecutionPlan& plan,
-              Clock::time_point t_start);
+              CollectiveWatchdog& watchdog, Clock::time_point t_start);
   ~TrainingRun() { comm_.set_watchdog(nullptr); }
   TrainingResult run();
 
@@ -127,7 +137,7 @@ class TrainingRun {
   std::vector<std::pair<std::int64_t, std::string>> checkpoints_;  // written by this run: (iteration, path)
   TrainingState state_;
   TestHooks hooks_ = TestHooks::from_environment();
-  CollectiveWatchdog watchdog_;
+  CollectiveWatchdog& watchdog_;
   TrainingResult result_;
   std::optional<double> last_val_acc_, last_val_loss_;
   double eval_time_ = 0;  // validation time, excluded from samples_per_second
@@ -135,9 +145,9 @@ class TrainingRun {
 };
 
 TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, const ExecutionPlan& plan,
-                         Clock::time_point t_start)
+                         CollectiveWatchdog& watchdog, Clock::time_point t_start)
     : o_(o), comm_(comm), job_(job), plan_(plan), t_start_(t_start), t_last_checkpoint_(t_start),
-      dtype_(precision_dtype(o.training_precision, plan)), watchdog_(o.collective_timeout_s, comm.rank()) {
+      dtype_(precision_dtype(o.training_precision, plan)), watchdog_(watchdog) {
   comm_.set_watchdog(&watchdog_);
   // Everything a user can get wrong is checked before the run directory exists.
   train_ = open_dataset(o.train_data);
@@ -163,8 +173,11 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
   // A NCCL_ALGO that deterministic mode cannot keep fails here, before the run directory exists.
   if (o.deterministic && job.plan.all_gpu() && comm.size() > 1)
     deterministic_nccl_algo(std::getenv("NCCL_ALGO"), comm.rank());
+  checkpoint_dir_ = o.checkpoint_path.empty() ? o.output + "/checkpoints" : o.checkpoint_path;
+  std::vector<std::string> claim_notes;
+  if (o.resume.empty()) claim_checkpoint_folder(checkpoint_dir_, o.overwrite, comm, claim_notes);
   dir_.emplace(o.output, comm.rank() == 0, o.verbose, !o.resume.empty());
-  checkpoint_dir_ = o.checkpoint_path.empty() ? dir_->file("checkpoints") : o.checkpoint_path;
+  for (const auto& n : claim_notes) dir_->say("note: " + n);
   telemetry_.emplace(comm, job, dir_->file("telemetry.jsonl"), dir_->writer(), !o.resume.empty());
   if (dir_->live()) bar_.emplace(o.max_epochs, sampler_->batches_per_epoch(), o.mini_batch_size);
   if (loss_scaling_enabled(o.loss_scale, o.half_type())) {
@@ -191,15 +204,12 @@ void TrainingRun::announce() {
 void TrainingRun::resume_if_asked() {
   if (o_.resume.empty()) return;
   std::vector<std::string> notes;
-  std::string path = o_.resume;
-  if (o_.resume == "auto") {
-    path = find_latest_checkpoint(checkpoint_dir_, notes);
-    for (const auto& w : notes) dir_->say("warning: " + w);
-    notes.clear();
-    if (path.empty()) {
-      dir_->say("resume auto: no checkpoint in " + checkpoint_dir_ + ", starting from the beginning");
-      return;
-    }
+  const std::string path = choose_resume_checkpoint(o_.resume, checkpoint_dir_, comm_, notes);
+  for (const auto& w : notes) dir_->say("warning: " + w);
+  notes.clear();
+  if (path.empty()) {
+    dir_->say("resume auto: no checkpoint in " + checkpoint_dir_ + ", starting from the beginning");
+    return;
   }
   state_ = restore_checkpoint(path, *net_, *optimizer_, identity_, comm_, notes);
   for (const auto& n : notes) dir_->say("note: " + n);
@@ -242,6 +252,7 @@ bool TrainingRun::train_one_batch(const Batch& batch, const Batch* next) {
     fail("injected failure at iteration " + std::to_string(hooks_.fail_iteration) + " (DLSCALE_FAIL_AT)");
   if (comm_.rank() == hooks_.hang_rank && state_.iteration + 1 == hooks_.hang_iteration)
     for (;;) pause();
+  if (comm_.rank() == hooks_.signal_rank && state_.iteration + 1 == hooks_.signal_iteration) kill(getpid(), hooks_.signal);
   watchdog_.set_context("iteration " + std::to_string(state_.iteration + 1));
   StepScope step_scope(*telemetry_);
   const double lr = schedule_->rate(state_.iteration);
@@ -353,6 +364,13 @@ void TrainingRun::run_validation() {
 void TrainingRun::checkpoint() {
   sync_buffers();
   write_checkpoint(checkpoint_dir_, *net_, *optimizer_, state_, identity_, comm_, o_.checkpoint_keep);
+  if (comm_.rank() == 0 && hooks_.checkpoint_delay_s > 0)  // as if the write itself took that long
+    std::this_thread::sleep_for(std::chrono::duration<double>(hooks_.checkpoint_delay_s));
+  // Every rank knows rank 0 is writing: the wait for it is bounded by
+  // checkpoint-timeout, not by collective-timeout, so a slow but healthy
+  // write on a busy filesystem does not end the job.
+  const double limit = o_.checkpoint_timeout_s > 0 ? o_.checkpoint_timeout_s : 1e300;  // 0: no limit
+  comm_.barrier("the wait for rank 0 to write a checkpoint", limit, "checkpoint-timeout");
   checkpoints_.emplace_back(state_.iteration, checkpoint_dir_ + "/ckpt-" + std::to_string(state_.iteration) + ".h5");
   t_last_checkpoint_ = Clock::now();
 }
@@ -467,12 +485,29 @@ TrainingResult TrainingRun::finish() {
 TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   const auto t_start = Clock::now();
   if (o.threads > 0) set_cpu_threads(o.threads);
+  // One watchdog for every collective of the job, from job setup on: a rank
+  // that failed before them (a config file missing on its node) must not
+  // leave the others waiting for ever.
+  CollectiveWatchdog watchdog(o.collective_timeout_s, world.rank());
+  watchdog.set_context("job setup");
+  world.set_watchdog(&watchdog);
   JobSetup job = setup_job(o.execution_environment, world);
   // Idle ranks (parallel-auto with GPUs elsewhere) wait for the others.
   std::unique_ptr<Communicator> computing = world.split(job.plan.ranks[world.rank()].computes);
   TrainingResult result;
-  if (computing) result = TrainingRun(o, *computing, job, job.plan.ranks[world.rank()], t_start).run();
-  world.barrier();
+  if (computing) {
+    result = TrainingRun(o, *computing, job, job.plan.ranks[world.rank()], watchdog, t_start).run();
+    world.barrier();
+  } else {
+    // An idle rank waits as long as the others train, so this wait cannot run
+    // under the collective timeout. It is bounded by them: a computing rank
+    // that fails aborts the job, one that hangs is ended by the others'
+    // watchdogs, and either ends the job under mpirun and srun
+    // (--kill-on-bad-exit). It sleeps between tests instead of spinning a core.
+    world.set_watchdog(nullptr);
+    world.barrier_polled(0.05);
+  }
+  world.set_watchdog(nullptr);
   return result;
 }
 

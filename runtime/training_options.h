@@ -37,6 +37,7 @@ struct TrainingOptions {
   double checkpoint_minutes = 0;   // also checkpoint when this much time passed since the last (0: off)
   int checkpoint_keep = 0;         // keep the newest K checkpoints (0: all)
   std::string resume;              // "" | "auto" (newest valid checkpoint in the run directory) | a checkpoint file
+  bool overwrite = false;          // a fresh run may set aside an earlier run's checkpoints in its folder
 
   std::string execution_environment = "auto";
   std::string training_precision = "single";  // single | double | automatic-mixed
@@ -46,6 +47,7 @@ struct TrainingOptions {
   bool deterministic = false;
   int threads = 0;  // CPU threads per rank; 0: the CPUs this rank may use
   double collective_timeout_s = 600;  // a collective waiting longer ends the job (0: wait for ever)
+  double checkpoint_timeout_s = 3600;  // the other ranks wait this long for rank 0's checkpoint write
   double gradient_bucket_mib = 25;  // gradient all-reduce bucket size (the first bucket is at most 1 MiB)
 
   // The resolved options as INI text, rerunnable with `dlscale train` as is.

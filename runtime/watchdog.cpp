@@ -26,8 +26,10 @@ CollectiveWatchdog::~CollectiveWatchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void CollectiveWatchdog::enter(const char* what) {
+void CollectiveWatchdog::enter(const char* what, double timeout_s, const char* limit_name) {
   since_.store(now_s());
+  limit_.store(timeout_s > 0 ? timeout_s : timeout_s_);
+  limit_name_.store(timeout_s > 0 && limit_name ? limit_name : "collective-timeout");
   what_.store(what);
 }
 
@@ -44,11 +46,13 @@ void CollectiveWatchdog::watch() {
   while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
     const char* what = what_.load();
     const double waited = what ? now_s() - since_.load() : 0;
-    if (!what || waited < timeout_s_) continue;
+    const double limit = limit_.load();
+    if (!what || waited < limit) continue;
     std::fprintf(stderr,
                  "dlscale: rank %d: error: no answer from the other ranks for %.0f s in %s%s%s; a rank has stopped "
-                 "responding (hung, stopped or killed), so the job is ended (collective-timeout = %g s)\n",
-                 rank_, waited, what, context_.empty() ? "" : " at ", context_.c_str(), timeout_s_);
+                 "responding (hung, stopped or killed), so the job is ended (%s = %g s)\n",
+                 rank_, waited, what, context_.empty() ? "" : " at ", context_.c_str(),
+                 limit_name_.load(), limit);
     std::fflush(stderr);
     // Not MPI_Abort: MPI is busy in the blocked thread. A dying rank is what
     // mpirun and srun already turn into the end of the whole job.

@@ -22,8 +22,10 @@ class CollectiveWatchdog {
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
 
   // Marks the start and end of a wait; `what` must outlive the wait
-  // (a string literal, or a string kept by the caller).
-  void enter(const char* what);
+  // (a string literal, or a string kept by the caller). timeout_s > 0 bounds
+  // this wait instead of the watchdog's timeout; limit_name (a literal) then
+  // names the option that set it.
+  void enter(const char* what, double timeout_s = 0, const char* limit_name = nullptr);
   void leave();
   // Extra words for the message, e.g. "iteration 31".
   void set_context(const std::string& context);
@@ -35,6 +37,8 @@ class CollectiveWatchdog {
   int rank_;
   std::atomic<const char*> what_{nullptr};
   std::atomic<double> since_{0};
+  std::atomic<double> limit_{0};  // of the current wait
+  std::atomic<const char*> limit_name_{"collective-timeout"};
   std::mutex mutex_;
   std::condition_variable cv_;
   std::string context_;
@@ -45,8 +49,9 @@ class CollectiveWatchdog {
 // Scoped mark: CollectiveWatchdog::enter in the constructor, leave in the destructor.
 class WatchedWait {
  public:
-  WatchedWait(CollectiveWatchdog* dog, const char* what) : dog_(dog) {
-    if (dog_) dog_->enter(what);
+  WatchedWait(CollectiveWatchdog* dog, const char* what, double timeout_s = 0, const char* limit_name = nullptr)
+      : dog_(dog) {
+    if (dog_) dog_->enter(what, timeout_s, limit_name);
   }
   ~WatchedWait() {
     if (dog_) dog_->leave();

@@ -78,7 +78,8 @@ TEST_F(FailingRank, ErrorOnOneRankEndsTheJobWithItsMessage) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";
   EXPECT_LT(seconds, 60);
-  EXPECT_NE(r.err.find("dlscale: rank 2: error: injected failure at iteration 30"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dlscale: rank 2 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("): error: injected failure at iteration 30"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
   EXPECT_TRUE(job_processes().empty()) << "processes left behind";
 }
@@ -155,6 +156,49 @@ TEST_F(FailingRank, SignalStopsAtACheckpointAndResumeFinishes) {
   EXPECT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
   EXPECT_NE(resumed.out.find("resumed from"), std::string::npos) << resumed.out;
   EXPECT_TRUE(fs::exists(dir / "run" / "model.h5"));
+}
+
+// A mistake on one rank only (its config file is missing on its node): that
+// rank must end the job with its message. It used to print nothing (only
+// rank 0 printed usage errors) and wait in MPI_Finalize while the others
+// waited in job setup, for ever.
+TEST_F(FailingRank, UsageErrorOnOneRankEndsTheJobWithItsMessage) {
+  const auto t0 = Clock::now();
+  const std::string rank = dlscale_binary() + " train ", output = " --output " + (dir / "run").string();
+  RunResult r = run_command("timeout 120 mpirun --oversubscribe -n 1 " + rank + (dir / "long.ini").string() + output +
+                                " : -n 1 " + rank + (dir / "missing.ini").string() + output,
+                            dir);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_LT(seconds, 60);
+  EXPECT_NE(r.err.find("dlscale: rank 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find((dir / "missing.ini").string()), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
+  EXPECT_TRUE(job_processes().empty()) << "processes left behind";
+}
+
+// A checkpoint write longer than collective-timeout is not a hang: the other
+// ranks know rank 0 is writing and wait up to checkpoint-timeout instead.
+TEST_F(FailingRank, SlowCheckpointWriteDoesNotEndAHealthyJob) {
+  RunResult r = run_command("DLSCALE_CHECKPOINT_DELAY=6 timeout 120 " + job() +
+                                " --max-epochs 1 --checkpoint-frequency 100 --checkpoint-frequency-unit iteration"
+                                " --collective-timeout 2",
+                            dir);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(dir / "run" / "model.h5"));
+}
+
+// ...but a write that never ends still ends the job, naming what it waited for.
+TEST_F(FailingRank, CheckpointWriteBeyondCheckpointTimeoutEndsTheJob) {
+  RunResult r = run_command("DLSCALE_CHECKPOINT_DELAY=1000 timeout 120 " + job() +
+                                " --max-epochs 1 --checkpoint-frequency 100 --checkpoint-frequency-unit iteration"
+                                " --collective-timeout 2 --checkpoint-timeout 4",
+                            dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";
+  EXPECT_NE(r.err.find("in the wait for rank 0 to write a checkpoint at iteration 100"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(checkpoint-timeout = 4 s)"), std::string::npos) << r.err;
+  EXPECT_TRUE(job_processes().empty()) << "processes left behind";
 }
 
 }  // namespace

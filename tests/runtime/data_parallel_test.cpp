@@ -1,6 +1,8 @@
 // Data-parallel equivalence, run under mpirun -n 4: the same CNN with the same
 // seed trained for 200 iterations with 1, 2 and 4 ranks (global batch fixed at
-// 16) must end with the same weights.
+// 16) must end with the same weights; and a network whose gradients fill many
+// buckets (so the overlapped MPI_Iallreduce path runs end to end) with a
+// global batch of 11, which 2 and 3 ranks split unevenly.
 //
 // Why the tolerances hold: every global batch holds the same 16 samples
 // whatever the rank count (DistributedSampler), each rank's gradient is
@@ -20,6 +22,7 @@
 #include <cmath>
 
 #include "io/shard_writer.h"
+#include "runtime/gradient_buckets.h"
 #include "runtime/trainer.h"
 #include "synthetic_data.h"
 
@@ -124,6 +127,39 @@ TEST_F(DataParallel, SameWeightsWith1And2And4RanksFloat32) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0) std::printf("float32 max relative weight difference: 2 ranks %.3g, 4 ranks %.3g\n", d2, d4);
+}
+
+// Small buckets (10 KiB) over a 64-wide MLP: gradients span several buckets,
+// every bucket but the last is all-reduced with MPI_Iallreduce while backward
+// runs. The sampler gives ranks 6+5 (2 ranks) and 4+4+3 (3 ranks) samples of
+// each global batch of 11; each rank still divides by 11, so the sum over
+// ranks is the single-process gradient. Float64, so the 1e-9 bound holds as
+// in SameWeightsWith1And2And4RanksFloat64.
+TEST_F(DataParallel, ManyBucketsAndAnUnevenSplitWith1And2And3Ranks) {
+  auto o = cnn_options(dir_ / "buckets", DType::f64);
+  o.train_data = (dir_ / "train").string();
+  o.network.layer_lines = {"dense units=64", "relu", "dense units=32", "tanh", "dense units=4", "softmax"};
+  o.mini_batch_size = 11;
+  o.max_epochs = 2;
+  o.gradient_bucket_mib = 10.0 / 1024;
+  {
+    Communicator comm;
+    Network net(o.network, DType::f64, o.seed);
+    GradientBuckets plan(net.params(), comm, static_cast<std::size_t>(o.gradient_bucket_mib * (1 << 20)));
+    ASSERT_GE(plan.bucket_count(), 3u) << "the network must span several buckets";
+  }
+  Trained one = train_with(1, o, dir_ / "buckets"), two = train_with(2, o, dir_ / "buckets"),
+          three = train_with(3, o, dir_ / "buckets");
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  EXPECT_EQ(one.iterations, 2 * (640 / 11));
+  EXPECT_EQ(two.iterations, one.iterations);
+  EXPECT_LE(max_relative_difference(one, two), 1e-9);
+  // Ranks 0-2 trained as one 3-rank job; rank 3 alone as a fourth 1-rank job.
+  if (rank < 3) {
+    EXPECT_EQ(three.iterations, one.iterations);
+    EXPECT_LE(max_relative_difference(one, three), 1e-9);
+  }
 }
 
 // The tolerance must be able to fail: the same initialization trained on
