@@ -227,9 +227,9 @@ TEST_F(Cli, OutOfMemoryNamesRankIterationAndKeepsEarlierOutputs) {
 // the two tasks of a step. Each refuses, and neither writes the run folder.
 TEST_F(Cli, TasksOfAMismatchedSrunRefuseAndWriteNothing) {
   for (const char* task : {"0", "1"}) {
-    const std::string srun_task = std::string("env SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_NTASKS=2 SLURM_STEP_NUM_TASKS=2 "
-                                              "SLURM_STEP_TASKS_PER_NODE=2 SLURM_NODEID=0 SLURM_PROCID=") +
-                                  task + " SLURM_LOCALID=" + task + " ";
+    const std::string srun_task =
+        std::string("env SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_NTASKS=2 SLURM_STEP_NUM_TASKS=2 ") +
+        "SLURM_STEP_TASKS_PER_NODE=2 SLURM_NODEID=0 SLURM_PROCID=" + task + " SLURM_LOCALID=" + task + " ";
     RunResult r = run_command(srun_task + dlscale_binary() + " train " + (dir / "mlp.ini").string() + " --output " +
                                   (dir / "run").string(),
                               dir);

@@ -246,7 +246,8 @@ TEST(ExecutionLayouts, GresWithoutBindingBindsByLocalRank) {
   EXPECT_EQ(devices(resolve_execution("parallel-gpu", r, true)), gpus);
   EXPECT_EQ(devices(resolve_execution("auto", r, true)), gpus);
   r.push_back(task("a", 4, "0,1,2,3", {0, 1, 2, 3}));
-  EXPECT_EQ(devices(resolve_execution("parallel-auto", r, true)), (Devices{"gpu:0", "gpu:1", "gpu:2", "gpu:3", "idle"}));
+  EXPECT_EQ(devices(resolve_execution("parallel-auto", r, true)),
+            (Devices{"gpu:0", "gpu:1", "gpu:2", "gpu:3", "idle"}));
   expect_error([&] { resolve_execution("parallel-gpu", r, true); },
                "rank 4 on host a is local rank 4 but sees only 4 GPU(s)");
 }

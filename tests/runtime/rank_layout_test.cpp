@@ -259,8 +259,8 @@ TEST(RankLayout, SplitLaunchUnderSrunIsRefused) {
             "srun started 4 tasks (SLURM_STEP_NUM_TASKS=4), but MPI_COMM_WORLD has 1 rank: each task started its own "
             "one-rank MPI job, so several tasks would act as rank 0 and write the same run folder; " +
                 advice);
-  EXPECT_NE(split_launch_error(detect_layout(lookup(merged({{"SLURM_PROCID", "0"}, {"SLURM_NODEID", "0"}}, kSrunPmix))), 1),
-            "");
+  const Env task0 = merged({{"SLURM_PROCID", "0"}, {"SLURM_NODEID", "0"}}, kSrunPmix);
+  EXPECT_NE(split_launch_error(detect_layout(lookup(task0)), 1), "");
   // Older Slurm: the job-wide count is the one named.
   Env old_slurm = kSrunPmix;
   old_slurm.erase("SLURM_STEP_NUM_TASKS");
