@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "launch/commands.h"
+#include "runtime/job_setup.h"
 
 namespace {
 
@@ -90,6 +91,9 @@ int run(int argc, char** argv) {
   if (it == commands.end())
     throw dlscale::UsageError(std::string("unknown command '") + argv[1] + "'\n" + kUsage);
   dlscale::Args args(argv + 2, argv + argc);
+  // Tasks that each started their own MPI job all act as rank 0: shard, info
+  // and train would do (and write) everything once per task.
+  dlscale::refuse_split_launch();
   dlscale::Communicator comm(MPI_COMM_WORLD);
   return it->second(args, comm);
 }

@@ -16,10 +16,11 @@ struct RankResources {
   int local_rank = 0;
   int gpu_count = 0;            // usable CUDA devices visible to this rank (after CUDA_VISIBLE_DEVICES)
   std::string visible_devices;  // CUDA_VISIBLE_DEVICES as set for this rank ("" if unset)
-  // Optional, may stay empty. device_ids: PCI bus id (or UUID) of each visible
-  // device; when given it identifies the physical GPU for the duplicate check
-  // better than CUDA_VISIBLE_DEVICES (which cgroup-isolated tasks may all see
-  // as "0"). no_gpu_reason: GpuInfo::reason, quoted when the rank has no GPU.
+  // device_ids: PCI bus id of each visible device (GpuInfo::bus_ids; empty
+  // without CUDA, "" where unknown). It names the physical GPU for binding and
+  // for the duplicate check, which CUDA_VISIBLE_DEVICES cannot: every
+  // cgroup-isolated task (srun --gpus-per-task=1) sees its GPU as "0".
+  // no_gpu_reason: GpuInfo::reason, quoted when the rank has no GPU.
   std::vector<std::string> device_ids;
   std::string no_gpu_reason;
 };
@@ -48,9 +49,10 @@ struct JobPlan {
 // and host where one is at fault).
 JobPlan resolve_execution(const std::string& environment, const std::vector<RankResources>& ranks, bool gpu_kernels);
 
-// One table (rank, host, local rank, device, threads, CUDA_VISIBLE_DEVICES) for
-// rank 0 to print at start; lines joined by '\n', no trailing newline.
-// threads_per_rank may be empty (the column is then left out).
+// One table (rank, host, local rank, device, bus id, threads,
+// CUDA_VISIBLE_DEVICES) for rank 0 to print at start; lines joined by '\n', no
+// trailing newline. The bus id column is left out when no rank's is known,
+// the threads column when threads_per_rank is empty.
 std::string format_rank_table(const std::vector<RankResources>& ranks, const JobPlan& plan,
                               const std::vector<int>& threads_per_rank);
 

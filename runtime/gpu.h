@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace dlscale {
 
@@ -11,6 +12,11 @@ struct GpuInfo {
   int device_count = 0;    // usable devices (0 without a driver)
   std::string reason;      // why there is no usable GPU, when device_count == 0
   std::string libraries;   // "CUDA runtime 13000, cuBLAS ..., cuDNN ..., NCCL ..."
+  // PCI bus id of each usable device in CUDA's order ("0000:17:00.0"; "" where
+  // the query failed): the physical GPU behind a device number, which
+  // CUDA_VISIBLE_DEVICES renumbers (a cgroup-isolated task sees its GPU as 0).
+  // NCCL calls two ranks on one bus id a duplicate GPU.
+  std::vector<std::string> bus_ids;
 };
 
 GpuInfo query_gpus();

@@ -31,6 +31,16 @@ GpuInfo query_gpus() {
   }
   info.device_count = count;
   if (count == 0) info.reason = "no GPU device found";
+  // Bus ids name the physical GPUs for job_setup's sharing check (NCCL's own
+  // duplicate-GPU check compares the same ids); an unknown one stays "".
+  for (int device = 0; device < count; ++device) {
+    char bus_id[32] = "";
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
+      cudaGetLastError();
+      bus_id[0] = '\0';
+    }
+    info.bus_ids.emplace_back(bus_id);
+  }
   return info;
 }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/blas.h"
+#include "runtime/error.h"
 #include "runtime/gpu.h"
 #include "runtime/rank_layout.h"
 
@@ -16,26 +17,19 @@ namespace {
 
 constexpr char kSep = '\x1f';
 
-std::string encode(const RankResources& r, int threads) {
-  std::ostringstream s;
-  s << r.host << kSep << r.local_rank << kSep << r.gpu_count << kSep << r.visible_devices << kSep
-    << r.no_gpu_reason << kSep << threads;
-  return s.str();
+// Bus ids ("0000:17:00.0") hold no comma, so one field carries the list.
+std::string join_ids(const std::vector<std::string>& ids) {
+  std::string out;
+  for (const auto& id : ids) out += (out.empty() ? "" : ",") + id;
+  return out;
 }
 
-RankResources decode(const std::string& text, int& threads) {
-  std::vector<std::string> f;
+std::vector<std::string> split_ids(const std::string& text, int count) {
+  std::vector<std::string> ids;
   std::stringstream in(text);
-  for (std::string part; std::getline(in, part, kSep);) f.push_back(part);
-  f.resize(6);
-  RankResources r;
-  r.host = f[0];
-  r.local_rank = std::stoi(f[1]);
-  r.gpu_count = std::stoi(f[2]);
-  r.visible_devices = f[3];
-  r.no_gpu_reason = f[4];
-  threads = std::stoi(f[5]);
-  return r;
+  for (std::string id; std::getline(in, id, ',');) ids.push_back(id);
+  if (count > 0) ids.resize(count);  // a trailing empty id (unknown) survives the round trip
+  return ids;
 }
 
 RankResources my_resources(Communicator& comm, std::vector<std::string>& notes) {
@@ -59,18 +53,49 @@ RankResources my_resources(Communicator& comm, std::vector<std::string>& notes) 
   GpuInfo gpu = query_gpus();
   mine.gpu_count = gpu.device_count;
   mine.no_gpu_reason = gpu.reason;
+  mine.device_ids = gpu.bus_ids;
   return mine;
 }
 
 }  // namespace
 
+std::string encode_resources(const RankResources& r, int threads) {
+  std::ostringstream s;
+  s << r.host << kSep << r.local_rank << kSep << r.gpu_count << kSep << r.visible_devices << kSep
+    << r.no_gpu_reason << kSep << threads << kSep << join_ids(r.device_ids);
+  return s.str();
+}
+
+RankResources decode_resources(const std::string& text, int& threads) {
+  std::vector<std::string> f;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, kSep);) f.push_back(part);
+  f.resize(7);
+  RankResources r;
+  r.host = f[0];
+  r.local_rank = std::stoi(f[1]);
+  r.gpu_count = std::stoi(f[2]);
+  r.visible_devices = f[3];
+  r.no_gpu_reason = f[4];
+  threads = std::stoi(f[5]);
+  if (!f[6].empty()) r.device_ids = split_ids(f[6], r.gpu_count);
+  return r;
+}
+
+void refuse_split_launch() {
+  int world_size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (auto error = split_launch_error(detect_layout(process_environment()), world_size); !error.empty()) fail(error);
+}
+
 JobSetup setup_job(const std::string& environment, Communicator& comm) {
+  refuse_split_launch();
   JobSetup job;
   std::vector<std::string> local_notes;
   RankResources mine = my_resources(comm, local_notes);
-  for (const auto& text : comm.allgather(encode(mine, cpu_threads()))) {
+  for (const auto& text : comm.allgather(encode_resources(mine, cpu_threads()))) {
     int threads = 0;
-    job.ranks.push_back(decode(text, threads));
+    job.ranks.push_back(decode_resources(text, threads));
     job.threads.push_back(threads);
   }
   // Layout warnings of any rank reach rank 0's notes.

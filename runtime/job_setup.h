@@ -25,4 +25,14 @@ struct JobSetup {
 // else from MPI's node-local split.
 JobSetup setup_job(const std::string& environment, Communicator& comm);
 
+// One rank's report as setup_job allgathers it, and back (exposed for tests).
+std::string encode_resources(const RankResources& r, int threads);
+RankResources decode_resources(const std::string& text, int& threads);
+
+// Throws Error when this process's MPI_COMM_WORLD is smaller than the world its
+// launcher started (split_launch_error in rank_layout.h): tasks that each
+// believe they are rank 0 must stop before any of them writes a file.
+// setup_job calls it; main calls it for every command that starts MPI.
+void refuse_split_launch();
+
 }  // namespace dlscale

@@ -185,4 +185,22 @@ std::string check_layout(const RankLayout& from_env, int mpi_rank, int mpi_size,
   return "the " + from_env.launcher + " launcher variables disagree with MPI: " + differences + advice;
 }
 
+std::string split_launch_error(const RankLayout& from_env, int mpi_size) {
+  if (from_env.size <= 0 || mpi_size >= from_env.size) return "";
+  const bool slurm = from_env.launcher == "slurm";
+  const std::string what = slurm ? " tasks" : " ranks";
+  const std::string head = (slurm ? "srun" : "mpirun") + std::string(" started ") + std::to_string(from_env.size) +
+                           what + " (" + shown(from_env.size_from, from_env.size) + "), but MPI_COMM_WORLD has " +
+                           std::to_string(mpi_size) + (mpi_size == 1 ? " rank" : " ranks") + ": " +
+                           (mpi_size == 1 ? "each task started its own one-rank MPI job"
+                                          : "the tasks started as several smaller MPI jobs") +
+                           ", so several tasks would act as rank 0 and write the same run folder; ";
+  if (slurm)
+    return head +
+           "srun's --mpi plugin does not match this MPI library: start the job with srun --mpi=pmix (Open MPI; "
+           "srun --mpi=list shows the plugins) or with mpirun inside the allocation";
+  return head + "that mpirun belongs to another MPI library than this dlscale: start the job with the mpirun of the "
+                "MPI library dlscale was built with, or with srun --mpi=pmix";
+}
+
 }  // namespace dlscale

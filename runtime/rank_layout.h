@@ -41,4 +41,14 @@ RankLayout detect_layout(const EnvLookup& env);
 std::string check_layout(const RankLayout& from_env, int mpi_rank, int mpi_size, int mpi_local_rank,
                          int mpi_local_size);
 
+// What check_layout only notes, this refuses: MPI_COMM_WORLD smaller than the
+// launcher's world means the tasks started as separate MPI jobs (srun --mpi
+// not matching the MPI library makes each task a one-rank job), so every task
+// would act as rank 0 and write the same run folder. Returns "" when the sizes
+// agree, the launcher's size is unknown or no launcher is seen (a singleton,
+// an sbatch batch shell), or MPI's world is the larger one (a launcher dlscale
+// does not read, started inside an srun step); else the error sentence, naming
+// both sizes, the variable read and the option to use.
+std::string split_launch_error(const RankLayout& from_env, int mpi_size);
+
 }  // namespace dlscale

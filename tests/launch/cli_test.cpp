@@ -222,6 +222,23 @@ TEST_F(Cli, OutOfMemoryNamesRankIterationAndKeepsEarlierOutputs) {
   EXPECT_EQ(read_file(dir / "run" / "log.txt").substr(0, log_before.size()), log_before);
 }
 
+// srun with a --mpi that does not match the MPI library starts every task as
+// its own one-rank MPI job: here two singletons with the variables srun gives
+// the two tasks of a step. Each refuses, and neither writes the run folder.
+TEST_F(Cli, TasksOfAMismatchedSrunRefuseAndWriteNothing) {
+  for (const char* task : {"0", "1"}) {
+    const std::string srun_task =
+        std::string("env SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_NTASKS=2 SLURM_STEP_NUM_TASKS=2 ") +
+        "SLURM_STEP_TASKS_PER_NODE=2 SLURM_NODEID=0 SLURM_PROCID=" + task + " SLURM_LOCALID=" + task + " ";
+    RunResult r = run_command(srun_task + dlscale_binary() + " train " + (dir / "mlp.ini").string() + " --output " +
+                                  (dir / "run").string(),
+                              dir);
+    expect_one_error(r, "srun started 2 tasks (SLURM_STEP_NUM_TASKS=2), but MPI_COMM_WORLD has 1 rank");
+    EXPECT_NE(r.err.find("srun --mpi=pmix"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "run")) << "task " << task;
+  }
+}
+
 TEST_F(Cli, ShardConvertsIdx) {
   // A 3-image idx pair written by hand: magic, counts, then bytes.
   auto be32 = [](std::ofstream& f, std::uint32_t v) {

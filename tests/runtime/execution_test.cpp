@@ -1,6 +1,8 @@
 // Every row of DESIGN.md's execution-environment table on fake resource
 // vectors (one host or several, srun --gpus-per-task isolation, shared GPUs,
-// mixed nodes, a build without GPU kernels), and the text of every error.
+// mixed nodes, a build without GPU kernels), the common Slurm GPU layouts as
+// each task sees them (CUDA_VISIBLE_DEVICES and bus ids), and the text of
+// every error.
 #include "runtime/execution.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/job_setup.h"
 
 namespace dlscale {
 namespace {
@@ -196,7 +199,103 @@ TEST(Execution, TwoRanksOnOneGpuAreRefused) {
   EXPECT_EQ(devices(resolve_execution("parallel-gpu", cgroup, true)), (Devices{"gpu:0", "gpu:0"}));
   cgroup[1].device_ids = {"0000:17:00.0"};
   expect_error([&] { resolve_execution("parallel-gpu", cgroup, true); },
-               "ranks 0 and 1 on host h would share GPU 0000:17:00.0");
+               "ranks 0 and 1 on host h would share the GPU at PCI bus id 0000:17:00.0");
+}
+
+// Recorded views of one 4-GPU node (two sockets, GPUs 0,1 on the first): what
+// each task of the common Slurm layouts sees, as CUDA_VISIBLE_DEVICES and as
+// the bus ids CUDA reports for its visible devices (GpuInfo::bus_ids).
+const std::vector<std::string> kBus = {"0000:17:00.0", "0000:65:00.0", "0000:CA:00.0", "0000:E3:00.0"};
+
+RankResources task(const std::string& name, int local_rank, const std::string& visible, std::vector<int> physical) {
+  RankResources r{name, local_rank, static_cast<int>(physical.size()), visible};
+  for (int p : physical) r.device_ids.push_back(kBus[p]);
+  return r;
+}
+
+// srun --gpus-per-task=1 on nodes that constrain devices by cgroup: every
+// task sees its own GPU as CUDA_VISIBLE_DEVICES=0; only the bus ids differ.
+TEST(ExecutionLayouts, GpusPerTaskUnderCgroupIsolation) {
+  std::vector<RankResources> r;
+  for (const char* name : {"a", "b"})
+    for (int i = 0; i < 4; ++i) r.push_back(task(name, i, "0", {i}));
+  const Devices zero(8, "gpu:0");
+  EXPECT_EQ(devices(resolve_execution("parallel-gpu", r, true)), zero);
+  EXPECT_EQ(devices(resolve_execution("multi-gpu", std::vector<RankResources>(r.begin(), r.begin() + 4), true)),
+            Devices(4, "gpu:0"));
+  JobPlan a = resolve_execution("auto", r, true);
+  EXPECT_EQ(devices(a), zero);
+  EXPECT_TRUE(a.all_gpu());
+  EXPECT_EQ(a.note, "");
+}
+
+// srun --gpus-per-task=1 --gpu-bind=per_task:1 without cgroup isolation:
+// task i sees GPU i (the generated scripts' default).
+TEST(ExecutionLayouts, GpusPerTaskBoundPerTask) {
+  std::vector<RankResources> r;
+  for (int i = 0; i < 4; ++i) r.push_back(task("a", i, std::to_string(i), {i}));
+  EXPECT_EQ(devices(resolve_execution("parallel-gpu", r, true)), Devices(4, "gpu:0"));
+}
+
+// --gres=gpu:4 (or gpus-per-node) with --gpu-bind=none: every task sees all
+// four GPUs and takes the one at its local rank; a fifth task has none.
+TEST(ExecutionLayouts, GresWithoutBindingBindsByLocalRank) {
+  std::vector<RankResources> r;
+  for (int i = 0; i < 4; ++i) r.push_back(task("a", i, "0,1,2,3", {0, 1, 2, 3}));
+  const Devices gpus{"gpu:0", "gpu:1", "gpu:2", "gpu:3"};
+  EXPECT_EQ(devices(resolve_execution("parallel-gpu", r, true)), gpus);
+  EXPECT_EQ(devices(resolve_execution("auto", r, true)), gpus);
+  r.push_back(task("a", 4, "0,1,2,3", {0, 1, 2, 3}));
+  EXPECT_EQ(devices(resolve_execution("parallel-auto", r, true)),
+            (Devices{"gpu:0", "gpu:1", "gpu:2", "gpu:3", "idle"}));
+  expect_error([&] { resolve_execution("parallel-gpu", r, true); },
+               "rank 4 on host a is local rank 4 but sees only 4 GPU(s)");
+}
+
+// srun --gpu-bind=closest: each task sees the GPUs of its socket, so tasks
+// 2 and 3 (second socket) see "2,3" and take its first and second GPU.
+TEST(ExecutionLayouts, GpuBindClosestBindsByPlaceAmongTheSocketsTasks) {
+  std::vector<RankResources> r = {task("a", 0, "0,1", {0, 1}), task("a", 1, "0,1", {0, 1}),
+                                  task("a", 2, "2,3", {2, 3}), task("a", 3, "2,3", {2, 3})};
+  const Devices gpus{"gpu:0", "gpu:1", "gpu:0", "gpu:1"};
+  EXPECT_EQ(devices(resolve_execution("parallel-gpu", r, true)), gpus);
+  JobPlan a = resolve_execution("parallel-auto", r, true);
+  EXPECT_EQ(devices(a), gpus);
+  EXPECT_EQ(a.note, "");
+  EXPECT_EQ(format_rank_table(r, a, {}),
+            "   rank  host  local  device   bus id        CUDA_VISIBLE_DEVICES\n"
+            "      0  a         0  gpu:0    0000:17:00.0  0,1\n"
+            "      1  a         1  gpu:1    0000:65:00.0  0,1\n"
+            "      2  a         2  gpu:0    0000:CA:00.0  2,3\n"
+            "      3  a         3  gpu:1    0000:E3:00.0  2,3");
+  // Six tasks, two on the first socket and four on the second: two of the
+  // second socket's have no GPU of their own.
+  std::vector<RankResources> six;
+  for (int i = 0; i < 6; ++i) six.push_back(i < 2 ? task("a", i, "0,1", {0, 1}) : task("a", i, "2,3", {2, 3}));
+  JobPlan p = resolve_execution("parallel-auto", six, true);
+  EXPECT_EQ(devices(p), (Devices{"gpu:0", "gpu:1", "gpu:0", "gpu:1", "idle", "idle"}));
+  EXPECT_EQ(p.note, "parallel-auto: 4 rank(s) train on GPUs; ranks 4-5 (host a) have no GPU of their own and idle");
+  expect_error([&] { resolve_execution("parallel-gpu", six, true); },
+               "rank 4 on host a comes after 2 rank(s) of its host that see the same 2 GPU(s) (CUDA_VISIBLE_DEVICES "
+               "2,3); start at most one rank per GPU");
+}
+
+// CUDA_VISIBLE_DEVICES set by hand so that two ranks drive one GPU: refused,
+// naming both ranks, the host and the bus id.
+TEST(ExecutionLayouts, HandSetVisibleDevicesSharingABusIdAreRefused) {
+  std::vector<RankResources> r = {task("a", 0, "1", {1}), task("a", 1, "1", {1})};
+  const std::string message =
+      "ranks 0 and 1 on host a would share the GPU at PCI bus id 0000:65:00.0 (rank 1 is local rank 1, sees 1 "
+      "device(s), CUDA_VISIBLE_DEVICES 1); give each rank its own GPU";
+  expect_error([&] { resolve_execution("parallel-auto", r, true); }, message);
+  expect_error([&] { resolve_execution("parallel-gpu", r, true); }, message);
+  // Other entries, one GPU: rank 0 sees GPUs 1 and 0 and takes its first, GPU 1 again.
+  r = {task("a", 0, "1,0", {1, 0}), task("a", 1, "1", {1})};
+  expect_error([&] { resolve_execution("parallel-gpu", r, true); },
+               "ranks 0 and 1 on host a would share the GPU at PCI bus id 0000:65:00.0");
+  // One GPU, no CUDA_VISIBLE_DEVICES: the second rank idles rather than shares.
+  r = {task("a", 0, "", {0}), task("a", 1, "", {0})};
+  EXPECT_EQ(devices(resolve_execution("parallel-auto", r, true)), (Devices{"gpu:0", "idle"}));
 }
 
 TEST(Execution, MixedNodesOnlyGpuRanksCompute) {
@@ -261,6 +360,33 @@ TEST(Execution, RankTable) {
   EXPECT_NE(short_table.find("      2  cpunode      0  idle     (unset)"), std::string::npos) << short_table;
   expect_error([&] { format_rank_table(r, plan, {8}); }, "threads_per_rank");
   expect_error([&] { format_rank_table(host("h", 1, 0), plan, {}); }, "differ in ranks");
+  // Bus ids where known; "-" for a rank without one.
+  r[0].device_ids = r[1].device_ids = {"0000:17:00.0", "0000:65:00.0"};
+  EXPECT_EQ(format_rank_table(r, resolve_execution("parallel-auto", r, true), {8, 8, 16}),
+            "   rank  host     local  device   bus id        threads  CUDA_VISIBLE_DEVICES\n"
+            "      0  gpunode      0  gpu:0    0000:17:00.0        8  0,1\n"
+            "      1  gpunode      1  gpu:1    0000:65:00.0        8  0,1\n"
+            "      2  cpunode      0  idle     -                  16  (unset)");
+}
+
+// What setup_job allgathers: the bus ids travel with the rest of the report.
+TEST(Execution, ResourcesRoundTripThroughTheAllgatherText) {
+  RankResources r{"node-1", 3, 3, "4,5,6", {"0000:17:00.0", "", "0000:E3:00.0"}, ""};
+  int threads = 0;
+  RankResources back = decode_resources(encode_resources(r, 12), threads);
+  EXPECT_EQ(threads, 12);
+  EXPECT_EQ(back.host, "node-1");
+  EXPECT_EQ(back.local_rank, 3);
+  EXPECT_EQ(back.gpu_count, 3);
+  EXPECT_EQ(back.visible_devices, "4,5,6");
+  EXPECT_EQ(back.device_ids, r.device_ids);
+  r.device_ids = {"0000:17:00.0", ""};
+  r.gpu_count = 2;
+  EXPECT_EQ(decode_resources(encode_resources(r, 1), threads).device_ids, r.device_ids);
+  RankResources none{"node-2", 0, 0, "", {}, "no CUDA driver"};
+  back = decode_resources(encode_resources(none, 2), threads);
+  EXPECT_TRUE(back.device_ids.empty());
+  EXPECT_EQ(back.no_gpu_reason, "no CUDA driver");
 }
 
 

@@ -1,6 +1,7 @@
 // detect_layout on environments recorded from each way a dlscale job starts
 // (mpirun, srun --mpi=pmix, mpirun inside sbatch, a bare batch shell, uneven
-// srun layouts, a singleton), malformed values, and check_layout against MPI.
+// srun layouts, a singleton), malformed values, check_layout against MPI, and
+// split_launch_error (tasks that started as separate MPI jobs).
 #include "runtime/rank_layout.h"
 
 #include <gtest/gtest.h>
@@ -245,6 +246,58 @@ TEST(RankLayout, CheckLayoutDisagreeing) {
             "dlscale found no launcher variables (Open MPI, Slurm or PMIx) and expected one process, but MPI "
             "reports rank 2 of 4 (local rank 2 of 4); dlscale uses MPI's values (check how the job was started, e.g. "
             "srun --mpi=pmix or mpirun)");
+}
+
+// srun whose --mpi does not match the MPI library (--mpi=none, say): every
+// task initializes MPI as a one-rank job, so MPI_COMM_WORLD has 1 rank while
+// srun started 4. Refused, whatever the task's own number.
+TEST(RankLayout, SplitLaunchUnderSrunIsRefused) {
+  const std::string advice =
+      "srun's --mpi plugin does not match this MPI library: start the job with srun --mpi=pmix (Open MPI; srun "
+      "--mpi=list shows the plugins) or with mpirun inside the allocation";
+  EXPECT_EQ(split_launch_error(detect_layout(lookup(kSrunPmix)), 1),
+            "srun started 4 tasks (SLURM_STEP_NUM_TASKS=4), but MPI_COMM_WORLD has 1 rank: each task started its own "
+            "one-rank MPI job, so several tasks would act as rank 0 and write the same run folder; " +
+                advice);
+  const Env task0 = merged({{"SLURM_PROCID", "0"}, {"SLURM_NODEID", "0"}}, kSrunPmix);
+  EXPECT_NE(split_launch_error(detect_layout(lookup(task0)), 1), "");
+  // Older Slurm: the job-wide count is the one named.
+  Env old_slurm = kSrunPmix;
+  old_slurm.erase("SLURM_STEP_NUM_TASKS");
+  EXPECT_EQ(split_launch_error(detect_layout(lookup(old_slurm)), 1).rfind("srun started 4 tasks (SLURM_NTASKS=4)", 0),
+            0u);
+  EXPECT_NE(split_launch_error(detect_layout(lookup(kSrunPmix)), 2)
+                .find("MPI_COMM_WORLD has 2 ranks: the tasks started as several smaller MPI jobs"),
+            std::string::npos);
+  // mpirun of another MPI library than dlscale's.
+  EXPECT_EQ(split_launch_error(detect_layout(lookup(kMpirun)), 1),
+            "mpirun started 2 ranks (OMPI_COMM_WORLD_SIZE=2), but MPI_COMM_WORLD has 1 rank: each task started its "
+            "own one-rank MPI job, so several tasks would act as rank 0 and write the same run folder; that mpirun "
+            "belongs to another MPI library than this dlscale: start the job with the mpirun of the MPI library "
+            "dlscale was built with, or with srun --mpi=pmix");
+}
+
+// The launches that are one MPI job, however the variables look.
+TEST(RankLayout, LegitimateLaunchesAreNotSplit) {
+  EXPECT_EQ(split_launch_error(detect_layout(lookup(kSrunPmix)), 4), "");
+  EXPECT_EQ(split_launch_error(detect_layout(lookup(kMpirun)), 2), "");
+  EXPECT_EQ(split_launch_error(detect_layout(lookup({})), 1), "");  // a singleton
+  // The batch shell of a 4-task job runs one process (SLURM_NTASKS=4 is the job's).
+  EXPECT_EQ(split_launch_error(detect_layout(lookup(kBatchShell)), 1), "");
+  // mpirun inside the allocation: Open MPI's variables, 4 ranks.
+  Env inside = merged({{"OMPI_COMM_WORLD_RANK", "0"},
+                       {"OMPI_COMM_WORLD_SIZE", "4"},
+                       {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}},
+                      kBatchShell);
+  EXPECT_EQ(split_launch_error(detect_layout(lookup(inside)), 4), "");
+  // A bare PMIx launch does not say its size.
+  EXPECT_EQ(split_launch_error(detect_layout(lookup({{"PMIX_RANK", "0"}})), 1), "");
+  // A launcher dlscale does not read, started by a one-task srun step: MPI's world is the larger one.
+  Env step = merged({{"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_STEP_TASKS_PER_NODE", "1"}, {"SLURM_PROCID", "0"},
+                     {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "0"}},
+                    kSrunPmix);
+  EXPECT_EQ(split_launch_error(detect_layout(lookup(step)), 4), "");
 }
 
 }  // namespace
