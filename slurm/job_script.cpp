@@ -78,7 +78,7 @@ void sbatch_directives(std::ostream& out, const ScriptSpec& s) {
 // The checkpoint folder of this task and no other (see job_script.h).
 void checkpoint_folder(std::ostream& out, const ScriptSpec& s) {
   if (s.checkpoint_root.empty()) {
-    out << "# This task's own checkpoints: a requeued start resumes from these and no others.\n"
+    out << "# This task's own checkpoint folder: no other job or trial writes or resumes from it.\n"
            "checkpoints=$task_dir/run/checkpoints\n";
     return;
   }
