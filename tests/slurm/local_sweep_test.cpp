@@ -31,7 +31,8 @@ TEST_F(LocalSweep, GridOfFourTrialsGivesARankedTable) {
 // still checkpoints (and would resume) in a folder of its own inside it.
 TEST_F(LocalSweep, TrialsSharingACheckpointPathEachGetTheirOwnFolder) {
   sweep_file("grid.initial-learn-rate = 0.01, 0.05\n");
-  std::ofstream(dir / "mlp1.ini", std::ios::app) << "checkpoint-path = shared-checkpoints\ncheckpoint-frequency = 1\n";
+  std::ofstream(dir / "mlp1.ini", std::ios::app) << "checkpoint-path = " << (dir / "shared-checkpoints").string()
+                                                << "\ncheckpoint-frequency = 1\n";
   RunResult r;
   std::string folder = sweep("", r);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
