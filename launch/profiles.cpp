@@ -74,7 +74,14 @@ const std::vector<Key>& keys() {
       {"gpus-per-node", true, false,
        [](Profile& p, const Place& at, const std::string& v) { p.gpus_per_node = positive_int(at, "gpus-per-node", v, 0); }},
       {"gpus-per-task", true, false,
-       [](Profile& p, const Place& at, const std::string& v) { p.gpus_per_task = positive_int(at, "gpus-per-task", v, 0); }},
+       [](Profile& p, const Place& at, const std::string& v) {
+         p.gpus_per_task = positive_int(at, "gpus-per-task", v, 0);
+         // One rank drives one GPU: a second one per task would sit idle.
+         if (p.gpus_per_task > 1)
+           throw UsageError(at.where() + "gpus-per-task = " + v +
+                            ": each dlscale rank drives one GPU; set gpus-per-task = 1 and more tasks-per-node "
+                            "(one rank per GPU) instead");
+       }},
       {"gpu-bind", true, false, [](Profile& p, const Place&, const std::string& v) { p.gpu_bind = v; }},
       {"mpi", true, false, [](Profile& p, const Place&, const std::string& v) { p.mpi = v; }},
       {"sbatch", true, true,

@@ -1,6 +1,9 @@
 // dlscale train: options → trainnet → run directory.
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
+#include "io/hdf5.h"
 #include "launch/commands.h"
 #include "launch/cpu_binding.h"
 #include "launch/train_options.h"
@@ -9,6 +12,28 @@
 #include "runtime/trainer.h"
 
 namespace dlscale {
+
+namespace {
+
+// RUN/preempted, written by rank 0 once trainnet has committed the checkpoint
+// it stopped at: the job script requeues on this file, not on srun's exit
+// code, which is the highest task code or 128+signal and so cannot say
+// "preempted" reliably. Written to a temporary file, flushed and renamed, so
+// a reader sees it whole or not at all.
+void write_preempted_marker(const TrainingOptions& o, const TrainingResult& result) {
+  namespace fs = std::filesystem;
+  const std::string dir = o.checkpoint_path.empty() ? o.output + "/checkpoints" : o.checkpoint_path;
+  const fs::path marker = fs::path(o.output) / kPreemptedMarker;
+  const std::string tmp = marker.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "iteration " << result.iterations << "\ncheckpoint " << dir << "/ckpt-" << result.iterations << ".h5\n";
+    if (!out.flush()) fail("cannot write the preemption marker " + tmp);
+  }
+  commit_file(tmp, marker.string());
+}
+
+}  // namespace
 
 int train_command(const Args& args, Communicator& comm) {
   for (const auto& a : args)
@@ -20,7 +45,12 @@ int train_command(const Args& args, Communicator& comm) {
   set_cpu_threads(options.threads > 0 ? options.threads : default_cpu_threads(comm));
   install_preemption_handlers();
   TrainingResult result = trainnet(options, comm);
-  return result.stop_reason == "preempted" ? kPreemptedExitCode : 0;
+  if (result.stop_reason != "preempted") return 0;
+  if (comm.rank() == 0) write_preempted_marker(options, result);
+  // No rank exits before rank 0 has committed the checkpoint and the marker:
+  // under srun --kill-on-bad-exit, the first rank to exit with 3 ends the rest.
+  comm.barrier();
+  return kPreemptedExitCode;
 }
 
 }  // namespace dlscale

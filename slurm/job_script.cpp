@@ -2,10 +2,12 @@
 // what ran, so it is meant to be read: one directive or command per line.
 #include "slurm/job_script.h"
 
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <sstream>
 
+#include "runtime/preemption.h"
 #include "slurm/quoting.h"
 
 namespace dlscale {
@@ -34,6 +36,7 @@ void check_values(const ScriptSpec& s) {
   require_printable(s.job_dir, "the job folder");
   require_printable(s.submit_dir, "the working folder");
   require_printable(s.dlscale, "the dlscale path");
+  require_printable(s.checkpoint_root, "checkpoint-path " + s.checkpoint_root);
   for (const auto* v : {&p.partition, &p.account, &p.qos, &p.time, &p.gpu_bind, &p.mpi, &p.name})
     require_printable(*v, "profile " + p.name + " value '" + *v + "'");
   for (const auto& m : p.modules) require_printable(m, "module " + m);
@@ -72,6 +75,21 @@ void sbatch_directives(std::ostream& out, const ScriptSpec& s) {
   for (const auto& o : p.sbatch_options) out << sbatch_option_line(o);
 }
 
+// The checkpoint folder of this task and no other (see job_script.h).
+void checkpoint_folder(std::ostream& out, const ScriptSpec& s) {
+  if (s.checkpoint_root.empty()) {
+    out << "# This task's own checkpoint folder: no other job or trial writes or resumes from it.\n"
+           "checkpoints=$task_dir/run/checkpoints\n";
+    return;
+  }
+  out << "# The config's checkpoint-path may be shared by other jobs and trials: this task\n"
+         "# keeps its checkpoints in a folder of its own there, and resumes from that alone.\n"
+      << "checkpoints=" << shell_quote(s.checkpoint_root) << "/"
+      << shell_quote(std::filesystem::path(s.job_dir).filename().string());
+  if (s.array_size > 0) out << (s.profile.is_slurm() ? "/trials/$SLURM_ARRAY_TASK_ID" : "/trials/$1");
+  out << "\n";
+}
+
 // The folder of this task and the records dlscale jobs reads.
 void prologue(std::ostream& out, const ScriptSpec& s) {
   out << "set -euo pipefail\n\n";
@@ -82,6 +100,7 @@ void prologue(std::ostream& out, const ScriptSpec& s) {
     out << "task_dir=$job_dir/trials/$SLURM_ARRAY_TASK_ID\n";
   else
     out << "task_dir=$job_dir/trials/${1:?usage: job.sh TASK-INDEX}\n";
+  checkpoint_folder(out, s);
   if (!s.profile.is_slurm()) out << "exec >>\"$task_dir/log.txt\" 2>&1\n";
   out << "# dlscale jobs reads how the job ended from exit-status (sacct needs accounting storage).\n"
          "trap 'status=$?; echo \"$status\" >\"$task_dir/exit-status.tmp\"; "
@@ -91,8 +110,9 @@ void prologue(std::ostream& out, const ScriptSpec& s) {
   if (s.profile.is_slurm())
     out << "# USR1 (--signal, scancel --signal=USR1) is for the ranks, which stop at a checkpoint: carry on.\n"
            "trap : USR1\n"
-           "# A requeued job starts here again: the previous start's exit status is history.\n"
-           "rm -f \"$task_dir/exit-status\"\n"
+           "# A requeued job starts here again: the previous start's exit status and preemption\n"
+           "# marker are history (the marker is what requeues the job, see the end).\n"
+           "rm -f \"$task_dir/exit-status\" \"$task_dir/run/" << kPreemptedMarker << "\"\n"
            "[ -z \"${SLURM_RESTART_COUNT:-}\" ] || echo \"dlscale: started again after a requeue "
            "(restart $SLURM_RESTART_COUNT)\"\n";
   out << "date -u +%Y-%m-%dT%H:%M:%SZ >\"$task_dir/started\"\n\n";
@@ -137,7 +157,9 @@ void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::s
     out << shell_quote(s.dlscale);
     if (p.tasks_per_node > 1) out << " launch -n " << p.tasks_per_node << " --";
   } else {
-    out << "srun --mpi=" << shell_quote(p.mpi);
+    // --kill-on-bad-exit: a rank that dies (a crash, the OOM killer) ends every
+    // other rank at once, instead of leaving them in a collective until a timeout.
+    out << "srun --mpi=" << shell_quote(p.mpi) << " --kill-on-bad-exit=1";
     if (p.cpus_per_task) out << " --cpus-per-task=" << p.cpus_per_task;
     if (p.gpus_per_task) {
       out << " --gpus-per-task=" << p.gpus_per_task << " --gpu-bind="
@@ -147,7 +169,7 @@ void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::s
     }
     out << " " << shell_quote(s.dlscale);
   }
-  out << " train \"$task_dir/config.ini\" --output \"$task_dir/run\"";
+  out << " train \"$task_dir/config.ini\" --output \"$task_dir/run\" --checkpoint-path \"$checkpoints\"";
   // A fresh start finds no checkpoint and starts from the beginning.
   if (p.is_slurm()) out << " --resume auto";
   for (const auto& a : s.checkpoint_defaults) out << " " << shell_quote(a);
@@ -156,13 +178,20 @@ void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::s
   out << (p.is_slurm() ? " || status=$?\n" : "\n");
 }
 
-// Exit code 3 (kPreemptedExitCode): the ranks stopped at a checkpoint.
+// RUN/preempted (kPreemptedMarker), left by rank 0 after the checkpoint it
+// stopped at, and not srun's exit code: that is the highest task code or
+// 128+signal, so "stopped at a checkpoint" cannot be read from it, and an
+// error exit never requeues.
 void requeue_when_preempted(std::ostream& out) {
-  out << "# Exit code 3: preempted, stopped at a checkpoint. The job requeues itself and\n"
-         "# its next start resumes (--resume auto); the requeue's TERM is not an error.\n"
-         "if [ \"$status\" -eq 3 ]; then\n"
+  const std::string marker = std::string("\"$task_dir/run/") + kPreemptedMarker + "\"";
+  out << "# Rank 0 leaves run/" << kPreemptedMarker << " once the checkpoint it stopped at is written (USR1 or\n"
+         "# TERM to the ranks): the job requeues itself and its next start resumes (--resume auto).\n"
+         "# srun's exit code cannot tell this (the highest task code or 128+signal); without the\n"
+         "# marker nothing is requeued. The requeue's TERM is not an error.\n"
+         "if [ -e " << marker << " ]; then\n"
          "  trap '' TERM\n"
-         "  echo \"dlscale: preempted; requeueing Slurm job $SLURM_JOB_ID to resume from the checkpoint\"\n"
+         "  status=" << kPreemptedExitCode << "\n"
+         "  echo \"dlscale: preempted ($(paste -sd ' ' " << marker << ")); requeueing Slurm job $SLURM_JOB_ID to resume from the checkpoint\"\n"
          "  scontrol requeue \"$SLURM_JOB_ID\" || echo \"dlscale: scontrol requeue failed: resubmit the job to resume it\" >&2\n"
          "fi\n"
          "exit \"$status\"\n";

@@ -7,11 +7,19 @@
 // A job array (a sweep) has one TASK folder per config, JOB/trials/<i>/, each
 // holding config.ini, run/, log.txt, started and exit-status.
 //
+// Every task owns its checkpoint folder (--checkpoint-path): TASK/run/checkpoints,
+// or, when the config names a checkpoint-path, a folder of its own inside it
+// (PATH/<job folder>[/trials/<i>]), so no requeued or resumed task can find
+// another job's or trial's checkpoints.
+//
 // A Slurm job is preemption-ready: #SBATCH --signal=USR1@<signal-lead> asks
 // the ranks to stop at a checkpoint before the time limit, training always
-// runs with --resume auto, and when it exits with code 3 (stopped at a
-// checkpoint by USR1 or TERM) the script requeues its own job, whose next
-// start resumes. --open-mode=append keeps log.txt across the starts.
+// runs with --resume auto, and when rank 0 has left TASK/run/preempted (it
+// stopped at a checkpoint on USR1 or TERM) the script requeues its own job,
+// whose next start resumes. srun's exit code is not read for this: it is the
+// highest task code or 128+signal. srun runs with --kill-on-bad-exit=1, so a
+// rank that dies ends the whole step. --open-mode=append keeps log.txt across
+// the starts.
 #pragma once
 
 #include <string>
@@ -37,6 +45,7 @@ struct ScriptSpec {
   int array_size = 0;    // 0: one training; N: a job array of N tasks, one per trials/<i>/config.ini
   int array_parallel = 0;  // at most this many array tasks at once (0: no limit)
   std::vector<DataFolder> staged;  // copied to node-local storage first (slurm only)
+  std::string checkpoint_root;  // absolute; empty: TASK/run/checkpoints, else ROOT/<job folder>[/trials/<i>]
   Args checkpoint_defaults;  // slurm: train options that turn on periodic checkpoints when the config has none
   Args train_args;       // extra `dlscale train` options
 };

@@ -81,6 +81,51 @@ Args checkpoint_defaults(const JobRequest& r) {
   return args;
 }
 
+// The folder a config or the extra options name as checkpoint-path, made
+// absolute against `base` (where the job runs), or empty. Every config of a
+// job array must agree: one script serves all its tasks.
+std::string checkpoint_root(const JobRequest& r, const std::string& base) {
+  auto absolute = [&](const std::string& v) {
+    fs::path p = v;
+    return (p.is_relative() ? fs::path(base) / p : p).lexically_normal().string();
+  };
+  if (auto v = option_value(r.train_args, "checkpoint-path"); !v.empty()) return absolute(v);
+  std::string first;
+  for (std::size_t i = 0; i < r.configs.size(); ++i) {
+    auto entries = config_entries(r.configs[i]);
+    auto it = entries.find("checkpoint-path");
+    const std::string root = it == entries.end() ? "" : absolute(it->second);
+    if (i == 0) first = root;
+    if (root != first)
+      throw UsageError("checkpoint-path: every config of a job array must name the same checkpoint folder (" +
+                       r.configs[i] + " has '" + root + "', " + r.configs[0] + " has '" + first + "')");
+  }
+  return first;
+}
+
+// train_args without --checkpoint-path (the script passes this task's own folder).
+Args without_checkpoint_path(const Args& args) {
+  Args out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--checkpoint-path") {
+      ++i;  // and its value
+      continue;
+    }
+    if (args[i].rfind("--checkpoint-path=", 0) != 0) out.push_back(args[i]);
+  }
+  return out;
+}
+
+// One rank drives one GPU (runtime/execution.cpp): a second GPU per task
+// would sit idle, so a profile asking for it is a mistake, said before sbatch.
+void check_one_gpu_per_task(const Profile& p) {
+  if (p.gpus_per_task > 1)
+    throw UsageError("profile " + p.name + (p.source.empty() ? "" : " (" + p.source + ")") + ": gpus-per-task = " +
+                     std::to_string(p.gpus_per_task) +
+                     ": each dlscale rank drives one GPU; set gpus-per-task = 1 and more tasks-per-node "
+                     "(one rank per GPU) instead");
+}
+
 void write_file(const fs::path& p, const std::string& text, bool executable = false) {
   std::ofstream out(p);
   out << text;
@@ -154,6 +199,7 @@ JobRecord submit_job(const JobRequest& r) {
   for (const auto& c : r.configs)
     if (!fs::is_regular_file(c)) throw UsageError("submit: cannot open config file " + c);
   check_train_args(r.train_args, r.profile.is_slurm());
+  check_one_gpu_per_task(r.profile);
   const bool array = r.as_array || r.configs.size() > 1;
   if (array && !r.profile.is_slurm() && !r.dry_run)
     throw UsageError("submit: a local job array is started task by task (bash JOB/job.sh INDEX), not by submit_job");
@@ -166,13 +212,15 @@ JobRecord submit_job(const JobRequest& r) {
   spec.array_size = array ? static_cast<int>(r.configs.size()) : 0;
   spec.array_parallel = r.array_parallel;
   if (r.profile.is_slurm()) spec.checkpoint_defaults = checkpoint_defaults(r);
+  spec.checkpoint_root = checkpoint_root(r, cwd);
   // Relative dataset paths: from the profile's data root, else the submit folder.
   const std::string data_base =
       r.profile.data_root.empty() ? cwd : fs::absolute(expand_home(r.profile.data_root)).string();
   spec.staged = staged_folders(r, data_base);
-  spec.train_args = spec.staged.empty() ? r.train_args : without_data_options(r.train_args);
+  const Args train_args = without_checkpoint_path(r.train_args);
+  spec.train_args = spec.staged.empty() ? train_args : without_data_options(train_args);
   if (spec.staged.empty() && !r.profile.data_root.empty()) {
-    spec.train_args = without_data_options(r.train_args);
+    spec.train_args = without_data_options(train_args);
     for (const auto& d : data_folders(r.configs[0], r.train_args, data_base))
       spec.train_args.insert(spec.train_args.end(), {"--" + d.option, d.source});
   }

@@ -1,7 +1,8 @@
 // Generated job scripts against golden files (tests/slurm/golden/), plus the
 // properties a golden file cannot show: bash parses them, values that cannot
-// go into a script are refused, and a Slurm script run with stand-ins for
-// srun and scontrol requeues itself exactly when the training exits with 3.
+// go into a script are refused, a Slurm script run with stand-ins for srun
+// and scontrol requeues itself exactly when rank 0 left the preemption
+// marker, and every job and task trains into a checkpoint folder of its own.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -9,9 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "golden.h"
+#include "synthetic_data.h"
 #include "slurm/jobs.h"
 #include "slurm/quoting.h"
 
@@ -71,69 +72,165 @@ TEST(JobScript, SlurmJobIsPreemptionReady) {
   EXPECT_EQ(script.find("scontrol"), std::string::npos) << script;
 }
 
-// Runs a Slurm job script with stand-ins for srun (it records its arguments
-// and exits with srun_exit) and scontrol (it records its arguments).
+// Runs a Slurm job script with stand-ins for srun (it records its arguments,
+// leaves the preemption marker when asked, as rank 0 does after its
+// checkpoint, and exits with srun_exit) and scontrol (it records its arguments).
 struct ScriptRun {
   int exit_code = -1;
   std::string out, srun_calls, scontrol_calls, exit_status;
+  bool marker_left = false;  // run/preempted exists after the script
 };
-ScriptRun run_with_stand_ins(const std::string& name, int srun_exit, bool finished_before = false,
-                             const std::string& restart_count = "") {
+struct StandIns {
+  int srun_exit = 0;
+  bool srun_leaves_marker = false;  // what rank 0 does once it stopped at a checkpoint
+  bool stale_marker = false;        // a marker left by an earlier start
+  bool finished_before = false;     // run/model.h5 exists
+  std::string restart_count;        // SLURM_RESTART_COUNT, when set
+};
+ScriptRun run_with_stand_ins(const std::string& name, const StandIns& how) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("dlscale-stand-ins-" + std::to_string(getpid()) + "-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir / "bin");
   fs::create_directories(dir / "job" / "run");
-  if (finished_before) std::ofstream(dir / "job" / "run" / "model.h5") << "weights";
-  for (const char* tool : {"srun", "scontrol"}) {
-    std::ofstream(dir / "bin" / tool) << "#!/bin/bash\necho \"$*\" >>" << shell_quote((dir / tool).string() + ".calls")
-                                      << "\n" << (tool == std::string("srun") ? "exit " + std::to_string(srun_exit) : "")
-                                      << "\n";
-    fs::permissions(dir / "bin" / tool, fs::perms::owner_all);
-  }
+  const fs::path marker = dir / "job" / "run" / kPreemptedMarker;
+  if (how.finished_before) std::ofstream(dir / "job" / "run" / "model.h5") << "weights";
+  if (how.stale_marker) std::ofstream(marker) << "iteration 50\n";
+  std::ofstream(dir / "bin" / "srun") << "#!/bin/bash\necho \"$*\" >>" << shell_quote((dir / "srun.calls").string())
+                                      << "\n"
+                                      << (how.srun_leaves_marker ? "echo 'iteration 150' >" + shell_quote(marker.string()) : "")
+                                      << "\nexit " << how.srun_exit << "\n";
+  std::ofstream(dir / "bin" / "scontrol") << "#!/bin/bash\necho \"$*\" >>"
+                                          << shell_quote((dir / "scontrol.calls").string()) << "\n";
+  for (const char* tool : {"srun", "scontrol"}) fs::permissions(dir / "bin" / tool, fs::perms::owner_all);
   ScriptSpec s = base_spec("slurm");
   s.job_dir = (dir / "job").string();
   s.submit_dir = dir.string();
   std::ofstream(dir / "job.sh") << job_script(s);
   const std::string command = "env PATH=" + shell_quote((dir / "bin").string()) + ":\"$PATH\" SLURM_JOB_ID=4242 " +
-                              (restart_count.empty() ? "" : "SLURM_RESTART_COUNT=" + restart_count + " ") + "bash " +
-                              shell_quote((dir / "job.sh").string()) + " >" + shell_quote((dir / "out").string()) + " 2>&1";
+                              (how.restart_count.empty() ? "" : "SLURM_RESTART_COUNT=" + how.restart_count + " ") +
+                              "bash " + shell_quote((dir / "job.sh").string()) + " >" + shell_quote((dir / "out").string()) +
+                              " 2>&1";
   const int status = std::system(command.c_str());
-  auto text = [&](const fs::path& p) {
-    std::ifstream in(p);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  ScriptRun run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, text(dir / "out"), text(dir / "srun.calls"),
-                text(dir / "scontrol.calls"), read_record((dir / "job").string(), "exit-status")};
+  ScriptRun run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, testing::read_file(dir / "out"),
+                testing::read_file(dir / "srun.calls"), testing::read_file(dir / "scontrol.calls"),
+                read_record((dir / "job").string(), "exit-status"), fs::exists(marker)};
   fs::remove_all(dir);
   return run;
 }
 
-TEST(JobScript, ExitCode3RequeuesTheJobAndOnlyThat) {
-  ScriptRun preempted = run_with_stand_ins("preempted", 3);
-  EXPECT_EQ(preempted.exit_code, 3) << preempted.out;
-  EXPECT_NE(preempted.srun_calls.find(" train "), std::string::npos) << preempted.srun_calls;
-  EXPECT_NE(preempted.srun_calls.find("/run --resume auto\n"), std::string::npos) << preempted.srun_calls;
-  EXPECT_EQ(preempted.scontrol_calls, "requeue 4242\n");
-  EXPECT_EQ(preempted.exit_status, "3");
-  EXPECT_NE(preempted.out.find("requeueing Slurm job 4242"), std::string::npos) << preempted.out;
-
-  for (int code : {0, 1, 143}) {
-    ScriptRun r = run_with_stand_ins("exit-" + std::to_string(code), code);
+// srun's exit code is the highest task code or 128+signal: what requeues is
+// the marker rank 0 leaves after its checkpoint, whatever srun returned, and
+// nothing else (an error exit, even exit 3, never requeues).
+TEST(JobScript, PreemptionMarkerRequeuesTheJobAndOnlyThat) {
+  for (int code : {3, 137, 1, 0}) {
+    ScriptRun r = run_with_stand_ins("preempted-" + std::to_string(code), {.srun_exit = code, .srun_leaves_marker = true});
+    EXPECT_EQ(r.scontrol_calls, "requeue 4242\n") << "srun exit " << code << ":\n" << r.out;
+    EXPECT_EQ(r.exit_code, 3) << r.out;
+    EXPECT_EQ(r.exit_status, "3");
+    EXPECT_NE(r.srun_calls.find(" train "), std::string::npos) << r.srun_calls;
+    EXPECT_NE(r.srun_calls.find("/run --checkpoint-path "), std::string::npos) << r.srun_calls;
+    EXPECT_NE(r.srun_calls.find(" --resume auto\n"), std::string::npos) << r.srun_calls;
+    EXPECT_NE(r.out.find("dlscale: preempted (iteration 150); requeueing Slurm job 4242"), std::string::npos) << r.out;
+  }
+  for (int code : {3, 0, 1, 137, 143}) {
+    ScriptRun r = run_with_stand_ins("exit-" + std::to_string(code), {.srun_exit = code});
     EXPECT_EQ(r.exit_code, code) << r.out;
     EXPECT_EQ(r.exit_status, std::to_string(code));
     EXPECT_FALSE(r.srun_calls.empty());
-    EXPECT_EQ(r.scontrol_calls, "") << "exit " << code << " must not requeue";
+    EXPECT_EQ(r.scontrol_calls, "") << "srun exit " << code << " without the marker must not requeue";
   }
+  // A marker an earlier start left behind is gone before training starts again.
+  ScriptRun stale = run_with_stand_ins("stale", {.srun_exit = 1, .stale_marker = true});
+  EXPECT_EQ(stale.scontrol_calls, "") << "a stale marker requeued a failed job";
+  EXPECT_FALSE(stale.marker_left);
+  EXPECT_EQ(stale.exit_code, 1) << stale.out;
 }
 
 TEST(JobScript, RequeuedStartSaysSoAndAFinishedRunIsNotTrainedAgain) {
-  ScriptRun again = run_with_stand_ins("again", 0, false, "1");
+  ScriptRun again = run_with_stand_ins("again", {.restart_count = "1"});
   EXPECT_NE(again.out.find("started again after a requeue (restart 1)"), std::string::npos) << again.out;
-  ScriptRun done = run_with_stand_ins("done", 1, true);
+  ScriptRun done = run_with_stand_ins("done", {.srun_exit = 1, .finished_before = true});
   EXPECT_EQ(done.exit_code, 0) << done.out;
   EXPECT_EQ(done.srun_calls, "") << "a finished run was trained again";
   EXPECT_EQ(done.exit_status, "0");
+}
+
+// The checkpoint folder a submitted job's task trains into: its job script
+// run with a stand-in srun, the --checkpoint-path that srun was given.
+class OwnCheckpoints : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = std::filesystem::temp_directory_path() / ("dlscale-own-checkpoints-" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "bin");
+    std::ofstream(dir / "bin" / "srun") << "#!/bin/bash\necho \"$*\" >" << shell_quote((dir / "srun.args").string()) << "\n";
+    std::filesystem::permissions(dir / "bin" / "srun", std::filesystem::perms::owner_all);
+    std::ofstream(dir / "shared.ini") << "train-data = data\ncheckpoint-path = " << (dir / "shared").string() << "\n";
+    std::ofstream(dir / "other.ini") << "train-data = data\ncheckpoint-path = " << (dir / "other").string() << "\n";
+    std::ofstream(dir / "plain.ini") << "train-data = data\n";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+
+  JobRecord submit(const std::vector<std::string>& configs, const Args& train_args = {}) {
+    JobRequest r;
+    r.profile.name = "cluster";
+    r.profile.type = "slurm";
+    r.profile.job_root = (dir / "jobs").string();
+    r.name = "trial";
+    for (const auto& c : configs) r.configs.push_back((dir / c).string());
+    r.train_args = train_args;
+    r.dry_run = true;
+    r.dlscale = "/opt/dlscale/bin/dlscale";
+    return submit_job(r);
+  }
+  // The --checkpoint-path value task `task` of the job trains with.
+  std::string checkpoints_of(const JobRecord& job, int task = 0) {
+    const std::string command = "env PATH=" + shell_quote((dir / "bin").string()) +
+                                ":\"$PATH\" SLURM_JOB_ID=7 SLURM_ARRAY_TASK_ID=" + std::to_string(task) + " bash " +
+                                shell_quote(job.dir + "/job.sh") + " >/dev/null 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    const std::string args = testing::read_file(dir / "srun.args");
+    std::filesystem::remove(dir / "srun.args");
+    const std::string option = "--checkpoint-path ";
+    const auto at = args.find(option);
+    EXPECT_NE(at, std::string::npos) << args;
+    EXPECT_EQ(args.find(option, at + 1), std::string::npos) << "--checkpoint-path given twice: " << args;
+    if (at == std::string::npos) return "";
+    const auto from = at + option.size();
+    return args.substr(from, args.find(' ', from) - from);
+  }
+
+  std::filesystem::path dir;
+};
+
+TEST_F(OwnCheckpoints, EachJobAndTaskTrainsIntoAFolderOfItsOwn) {
+  // No checkpoint-path: inside the job's own run directory.
+  JobRecord plain = submit({"plain.ini"});
+  EXPECT_EQ(checkpoints_of(plain), plain.dir + "/run/checkpoints");
+  // The config's checkpoint-path is shared by every job using it: each job gets a folder in it.
+  JobRecord a = submit({"shared.ini"}), b = submit({"shared.ini"});
+  EXPECT_EQ(checkpoints_of(a), (dir / "shared" / a.folder).string());
+  EXPECT_EQ(checkpoints_of(b), (dir / "shared" / b.folder).string());
+  EXPECT_NE(a.folder, b.folder);
+  // A job array (a sweep): one folder per task.
+  JobRecord array = submit({"shared.ini", "shared.ini"});
+  EXPECT_EQ(checkpoints_of(array, 0), (dir / "shared" / array.folder / "trials" / "0").string());
+  EXPECT_EQ(checkpoints_of(array, 1), (dir / "shared" / array.folder / "trials" / "1").string());
+  JobRecord plain_array = submit({"plain.ini", "plain.ini"});
+  EXPECT_EQ(checkpoints_of(plain_array, 1), plain_array.dir + "/trials/1/run/checkpoints");
+  // --checkpoint-path among the train options names the shared folder the same way.
+  JobRecord option = submit({"plain.ini"}, {"--checkpoint-path", (dir / "other").string(), "--seed", "1"});
+  EXPECT_EQ(checkpoints_of(option), (dir / "other" / option.folder).string());
+  JobRecord option_eq = submit({"shared.ini"}, {"--checkpoint-path=" + (dir / "other").string()});
+  EXPECT_EQ(checkpoints_of(option_eq), (dir / "other" / option_eq.folder).string());
+  // One script serves every task of an array: configs naming different folders are refused.
+  try {
+    submit({"shared.ini", "other.ini"});
+    ADD_FAILURE() << "an array with two checkpoint folders was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("must name the same checkpoint folder"), std::string::npos) << e.what();
+  }
 }
 
 TEST(JobScript, SlurmWithEveryProfileField) {

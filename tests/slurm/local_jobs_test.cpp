@@ -147,7 +147,8 @@ TEST_F(LocalJobs, SlurmJobsCheckpointUnlessTheConfigChooses) {
   EXPECT_NE(script_of((dir / "mlp.ini").string(), "").find(defaults), std::string::npos);
   std::ofstream(dir / "every-epoch.ini") << read_file(dir / "mlp.ini") << "checkpoint-frequency = 1  # every epoch\n";
   std::string script = script_of((dir / "every-epoch.ini").string(), "");
-  EXPECT_EQ(script.find("--checkpoint-"), std::string::npos) << script;
+  EXPECT_EQ(script.find("--checkpoint-minutes"), std::string::npos) << script;
+  EXPECT_EQ(script.find("--checkpoint-keep"), std::string::npos) << script;
   EXPECT_NE(script.find("--resume auto || status=$?\n"), std::string::npos) << script;
   script = script_of((dir / "mlp.ini").string(), "-- --checkpoint-minutes 5");
   EXPECT_NE(script.find("--resume auto '--checkpoint-minutes' '5' || status=$?\n"), std::string::npos) << script;

@@ -27,6 +27,30 @@ TEST_F(LocalSweep, GridOfFourTrialsGivesARankedTable) {
   EXPECT_NE(config.find("threads = 1\n"), std::string::npos) << config;
 }
 
+// The base config names one checkpoint folder for every trial: each trial
+// still checkpoints (and would resume) in a folder of its own inside it.
+TEST_F(LocalSweep, TrialsSharingACheckpointPathEachGetTheirOwnFolder) {
+  sweep_file("grid.initial-learn-rate = 0.01, 0.05\n");
+  std::ofstream(dir / "mlp1.ini", std::ios::app) << "checkpoint-path = " << (dir / "shared-checkpoints").string()
+                                                << "\ncheckpoint-frequency = 1\n";
+  RunResult r;
+  std::string folder = sweep("", r);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::set<std::string> folders;
+  for (int i = 0; i < 2; ++i) {
+    const fs::path own = dir / "shared-checkpoints" / folder / "trials" / std::to_string(i);
+    folders.insert(own.string());
+    EXPECT_TRUE(fs::exists(own / "ckpt-20.h5")) << own << "\n"
+                                                << read_file(dir / "jobs" / folder / "trials" / std::to_string(i) / "log.txt");
+    const std::string config = read_file(dir / "jobs" / folder / "trials" / std::to_string(i) / "run" / "config.ini");
+    EXPECT_NE(config.find("checkpoint-path = " + own.string() + "\n"), std::string::npos) << config;
+  }
+  EXPECT_EQ(folders.size(), 2u);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir / "shared-checkpoints", ec))
+    EXPECT_TRUE(fs::is_directory(e.path())) << e.path() << ": a trial wrote into the shared folder itself";
+}
+
 TEST_F(LocalSweep, FailingTrialIsInTheTableAndTheOthersGoOn) {
   sweep_file("grid.initial-learn-rate = 0.01, -1, 0.05\nmetric = test_loss\n");
   RunResult r;

@@ -3,10 +3,15 @@
 // naming the file, line, section and key.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "launch/commands.h"
 #include "launch/profiles.h"
+#include "slurm/jobs.h"
 
 namespace dlscale {
 namespace {
@@ -143,6 +148,43 @@ TEST(Profiles, MistakesAreErrors) {
   has("partition = gpu\n[a]\n", ":1: unknown key 'partition' before the first [profile]");
   has("default = nope\n[a]\n", ":1: default = nope: no such profile");
   has("[local]\ntype = slurm\n", "[local] is the built-in local profile");
+}
+
+// One rank drives one GPU: a profile asking for more per task is refused
+// where it is written, and a profile changed after reading (a front end's
+// override) is refused by submit before anything is written or submitted.
+TEST(Profiles, MoreThanOneGpuPerTaskIsRefused) {
+  const std::string m = error_of("[a]\ntype = slurm\n\n[big]\ntype = slurm\ngpus-per-task = 2\n");
+  EXPECT_NE(m.find("/home/u/profiles.ini:6: [big] gpus-per-task = 2: each dlscale rank drives one GPU"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("gpus-per-task = 1 and more tasks-per-node"), std::string::npos) << m;
+  EXPECT_EQ(parse_profiles("[a]\ntype = slurm\ngpus-per-task = 1\n", "/p").find("a")->gpus_per_task, 1);
+
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("dlscale-gpus-per-task-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "c.ini") << "train-data = data\n";
+  JobRequest r;
+  r.profile = parse_profiles("[gpu]\ntype = slurm\ngpus-per-task = 1\njob-root = " + (dir / "jobs").string() + "\n",
+                             "/home/u/profiles.ini")
+                  .select("gpu");
+  r.profile.gpus_per_task = 4;
+  r.name = "big";
+  r.configs = {(dir / "c.ini").string()};
+  r.dry_run = true;
+  std::string what;
+  try {
+    submit_job(r);
+  } catch (const UsageError& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("profile gpu (/home/u/profiles.ini): gpus-per-task = 4: each dlscale rank drives one GPU"),
+            std::string::npos)
+      << what;
+  EXPECT_FALSE(fs::exists(dir / "jobs")) << "a refused job left a folder";
+  fs::remove_all(dir);
 }
 
 TEST(Profiles, TimeFormatsSlurmAccepts) {

@@ -1,10 +1,10 @@
 // Preemption on the real one-node Slurm cluster (slurm/test-cluster.sh,
 // started by the CTest fixture, or here if it is not running): a submitted
 // job gets USR1 the way `#SBATCH --signal=USR1@N` sends it (to the job
-// steps, not the batch shell), its rank stops at a checkpoint and exits 3,
-// the script requeues the job, the next start resumes, and the job finishes
-// on its own with bitwise the weights and figures of the same job run
-// without interruption beside it.
+// steps, not the batch shell), its rank stops at a checkpoint, leaves the
+// preemption marker and exits 3, the script requeues the job on the marker,
+// the next start resumes, and the job finishes on its own with bitwise the
+// weights and figures of the same job run without interruption beside it.
 #include <regex>
 
 #include "io/model_file.h"
@@ -107,7 +107,13 @@ TEST_F(SlurmPreemption, SignalledJobRequeuesItselfAndEndsAsAnUninterruptedOne) {
   // It stopped at a checkpoint, requeued itself, and the next start resumed there.
   std::smatch stopped, resumed;
   ASSERT_TRUE(std::regex_search(log, stopped, std::regex("stopped by a signal at iteration ([0-9]+)"))) << log;
-  EXPECT_NE(log.find("requeueing Slurm job " + id), std::string::npos) << log;
+  // The script requeued on the marker rank 0 left, and printed what it holds.
+  EXPECT_NE(log.find("dlscale: preempted (iteration " + stopped[1].str() + " checkpoint " +
+                     (job_dir / "run" / "checkpoints").string() + "/ckpt-" + stopped[1].str() +
+                     ".h5); requeueing Slurm job " + id),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(job_dir / "run" / "preempted")) << "the next start left the marker in place";
   EXPECT_NE(log.find("started again after a requeue (restart 1)"), std::string::npos) << log;
   ASSERT_TRUE(std::regex_search(log, resumed, std::regex("resumed from \\S+ckpt-([0-9]+)\\.h5 at iteration ([0-9]+)")))
       << log;

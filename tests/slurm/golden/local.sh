@@ -5,6 +5,8 @@ set -euo pipefail
 
 job_dir='/jobs/mlp-20260101-120000'
 task_dir=$job_dir
+# This task's own checkpoint folder: no other job or trial writes or resumes from it.
+checkpoints=$task_dir/run/checkpoints
 exec >>"$task_dir/log.txt" 2>&1
 # dlscale jobs reads how the job ended from exit-status (sacct needs accounting storage).
 trap 'status=$?; echo "$status" >"$task_dir/exit-status.tmp"; mv -f "$task_dir/exit-status.tmp" "$task_dir/exit-status"' EXIT
@@ -14,4 +16,4 @@ date -u +%Y-%m-%dT%H:%M:%SZ >"$task_dir/started"
 
 cd '/home/me/project'
 
-'/opt/dlscale/bin/dlscale' train "$task_dir/config.ini" --output "$task_dir/run"
+'/opt/dlscale/bin/dlscale' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints"

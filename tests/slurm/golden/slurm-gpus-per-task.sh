@@ -22,14 +22,17 @@ set -euo pipefail
 
 job_dir='/jobs/mlp-20260101-120000'
 task_dir=$job_dir
+# This task's own checkpoint folder: no other job or trial writes or resumes from it.
+checkpoints=$task_dir/run/checkpoints
 # dlscale jobs reads how the job ended from exit-status (sacct needs accounting storage).
 trap 'status=$?; echo "$status" >"$task_dir/exit-status.tmp"; mv -f "$task_dir/exit-status.tmp" "$task_dir/exit-status"' EXIT
 # A cancel or the time limit sends TERM: leave through the EXIT trap.
 trap 'exit 143' TERM
 # USR1 (--signal, scancel --signal=USR1) is for the ranks, which stop at a checkpoint: carry on.
 trap : USR1
-# A requeued job starts here again: the previous start's exit status is history.
-rm -f "$task_dir/exit-status"
+# A requeued job starts here again: the previous start's exit status and preemption
+# marker are history (the marker is what requeues the job, see the end).
+rm -f "$task_dir/exit-status" "$task_dir/run/preempted"
 [ -z "${SLURM_RESTART_COUNT:-}" ] || echo "dlscale: started again after a requeue (restart $SLURM_RESTART_COUNT)"
 date -u +%Y-%m-%dT%H:%M:%SZ >"$task_dir/started"
 
@@ -42,12 +45,15 @@ if [ -e "$task_dir/run/model.h5" ]; then
 fi
 status=0
 
-srun --mpi='pmix' --cpus-per-task=8 --gpus-per-task=1 --gpu-bind=per_task:1 '/opt/dlscale/bin/dlscale' train "$task_dir/config.ini" --output "$task_dir/run" --resume auto '--max-epochs' '3' '--seed' 'a b'\''c' || status=$?
-# Exit code 3: preempted, stopped at a checkpoint. The job requeues itself and
-# its next start resumes (--resume auto); the requeue's TERM is not an error.
-if [ "$status" -eq 3 ]; then
+srun --mpi='pmix' --kill-on-bad-exit=1 --cpus-per-task=8 --gpus-per-task=1 --gpu-bind=per_task:1 '/opt/dlscale/bin/dlscale' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints" --resume auto '--max-epochs' '3' '--seed' 'a b'\''c' || status=$?
+# Rank 0 leaves run/preempted once the checkpoint it stopped at is written (USR1 or
+# TERM to the ranks): the job requeues itself and its next start resumes (--resume auto).
+# srun's exit code cannot tell this (the highest task code or 128+signal); without the
+# marker nothing is requeued. The requeue's TERM is not an error.
+if [ -e "$task_dir/run/preempted" ]; then
   trap '' TERM
-  echo "dlscale: preempted; requeueing Slurm job $SLURM_JOB_ID to resume from the checkpoint"
+  status=3
+  echo "dlscale: preempted ($(paste -sd ' ' "$task_dir/run/preempted")); requeueing Slurm job $SLURM_JOB_ID to resume from the checkpoint"
   scontrol requeue "$SLURM_JOB_ID" || echo "dlscale: scontrol requeue failed: resubmit the job to resume it" >&2
 fi
 exit "$status"
