@@ -88,6 +88,16 @@ TEST(Hdf5, RootGroupTablesAreCheckedBeforeHdf5WalksThem) {
     test::write_text(path, damaged);
     EXPECT_ERROR_CONTAINS(open_h5_read(path), path + ": it is damaged (its root group's");
   }
+  // With the superblock's cache switched off, HDF5 takes the addresses from
+  // the root group's object header; they are checked there too.
+  std::string uncached = bytes;
+  const std::size_t heap = uncached.find("HEAP");
+  uncached.replace(heap, 4, "\0\0\0\0", 4);
+  ASSERT_EQ(uncached[72], 1) << "the root entry's cache type (at 24 + 4*8 + 2*8): a cached symbol table";
+  uncached[72] = 0;
+  test::write_text(path, uncached);
+  EXPECT_ERROR_CONTAINS(open_h5_read(path),
+                        path + ": it is damaged (its root group's name heap is not where its object header says)");
   // The cached addresses themselves pointing past the end of the file.
   std::string past = bytes;
   for (int i = 0; i < 8; ++i) past[88 + i] = static_cast<char>(0x7f);
