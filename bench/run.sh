@@ -36,10 +36,11 @@ for p in "${programs[@]}"; do
     break
   fi
 done
+# Sharded once; again when the shards predate their CRC-32 in index.json.
 for split in train:train t10k:test; do
   name=${split%%:*} out=$data/${split##*:}
-  [ -f "$out/index.json" ] || "$build/launch/dlscale" shard --images "$src/$name-images-idx3-ubyte.gz" \
-    --labels "$src/$name-labels-idx1-ubyte.gz" --output "$out" --shards 4 >/dev/null
+  grep -qs '"crc32"' "$out/index.json" || "$build/launch/dlscale" shard --images "$src/$name-images-idx3-ubyte.gz" \
+    --labels "$src/$name-labels-idx1-ubyte.gz" --output "$out" --shards 4 --overwrite >/dev/null
 done
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 

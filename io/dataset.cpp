@@ -10,6 +10,7 @@
 #include <set>
 
 #include "io/dataset_format.h"
+#include "io/file_checksum.h"
 #include "io/hdf5.h"
 
 namespace dlscale {
@@ -89,6 +90,20 @@ bool plain_file_name(const std::string& name) {
          name.find("..") == std::string::npos;
 }
 
+// Indexes written before shards carried checksums are refused rather than
+// read unchecked: an unchecked damaged shard can make libhdf5 crash or
+// allocate without bound, and re-sharding takes seconds to minutes.
+std::uint32_t crc32_field(const json& s, const std::string& entry, const std::string& where) {
+  auto it = s.find("crc32");
+  if (it == s.end())
+    fail(entry + ": field 'crc32' is missing: " + where +
+         " was written without shard checksums (by an older dlscale, or by hand); make the dataset again with "
+         "`dlscale shard ... --overwrite`, or add each shard's CRC-32 as docs/data-format.md shows");
+  auto crc = it->is_string() ? parse_crc32(it->get<std::string>()) : std::nullopt;
+  if (!crc) fail(entry + ": field 'crc32' must be the shard file's CRC-32 as 8 hexadecimal digits, e.g. \"0a1b2c3d\"");
+  return *crc;
+}
+
 void parse_shards(const json& index, const std::string& where, DatasetInfo& info) {
   const json& shards = field(index, "shards", where);
   if (!shards.is_array()) fail(where + ": field 'shards' must be a list");
@@ -112,11 +127,24 @@ void parse_shards(const json& index, const std::string& where, DatasetInfo& info
     if (shard.count > std::numeric_limits<std::int64_t>::max() - first)
       fail(entry + ": the shards hold more than 2^63 samples");
     first += shard.count;
+    shard.crc32 = crc32_field(s, entry, where);
     info.shards.push_back(shard);
   }
   if (first != info.num_samples)
     fail(where + ": num_samples is " + std::to_string(info.num_samples) + " but the shards hold " +
          std::to_string(first) + " samples");
+}
+
+// The guard in front of libhdf5: a shard whose bytes are not the ones
+// index.json was written with never reaches H5Fopen.
+void verify_checksum(const ShardInfo& shard) {
+  std::error_code ec;
+  if (!fs::exists(shard.path, ec)) fail("cannot open " + shard.path + ": the file does not exist");
+  const std::uint32_t crc = file_crc32(shard.path);
+  if (crc != shard.crc32)
+    fail(shard.path + ": the file is damaged or was changed after index.json was written (its CRC-32 is " +
+         crc32_text(crc) + ", index.json says " + crc32_text(shard.crc32) +
+         "); it was not opened. Copy it again, or make the dataset again with `dlscale shard`");
 }
 
 std::vector<hsize_t> dataset_dims(hid_t set) {
@@ -171,6 +199,7 @@ DatasetInfo open_dataset(const std::string& dir_arg) {
   parse_shards(index, index_path, info);
   if (info.num_samples == 0) fail("dataset " + info.dir + " is empty: " + index_path + " lists no samples");
   for (const ShardInfo& shard : info.shards) {
+    verify_checksum(shard);
     H5Id file = open_h5_read(shard.path);
     auto lock = hdf5_lock();
     check_samples(file.get(), info, shard);

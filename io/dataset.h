@@ -19,6 +19,7 @@ struct ShardInfo {
   std::string path;         // absolute path of the shard file
   std::int64_t first = 0;   // global index of its first sample
   std::int64_t count = 0;
+  std::uint32_t crc32 = 0;  // CRC-32 of the whole file, from index.json
 };
 
 struct DatasetInfo {
@@ -30,12 +31,15 @@ struct DatasetInfo {
   std::vector<ShardInfo> shards;
 };
 
-// Reads and validates DIR/index.json and the shape and type of every shard;
-// every problem is an error naming the file.
+// Reads and validates DIR/index.json, then checks every shard: first its
+// CRC-32 against index.json (a damaged or changed file is refused before
+// libhdf5 opens it), then the shape and type of its datasets; every problem
+// is an error naming the file. Each shard is read whole once for the CRC.
 DatasetInfo open_dataset(const std::string& dir);
 
 // Reads samples by global index. Opens its files lazily in the thread that
-// calls read() (HDF5 handles must not cross a fork or be shared between threads).
+// calls read() (HDF5 handles must not cross a fork or be shared between
+// threads); their checksums were checked by open_dataset, not again here.
 class DatasetReader {
  public:
   explicit DatasetReader(DatasetInfo info);

@@ -6,11 +6,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 
 namespace dlscale {
 
@@ -105,13 +108,74 @@ std::uint64_t read_le(const unsigned char* p, int bytes) {
   return v;
 }
 
+// Reads `n` bytes at `address` (relative to the superblock's base) into
+// out; false when they are not all inside the file.
+bool read_at(std::ifstream& in, std::uint64_t file_size, std::uint64_t base, std::uint64_t address,
+             unsigned char* out, std::size_t n) {
+  if (base >= file_size || address >= file_size - base || file_size - base - address < n) return false;
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(base + address));
+  in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(n));
+  return static_cast<std::size_t>(in.gcount()) == n;
+}
+
+// libhdf5 1.10 builds a local heap's free list by following each free
+// block's "next" offset and allocating 32 bytes per step, without noticing
+// a loop: on a damaged heap it allocates until memory runs out (found by
+// tests/fuzz/fuzz_shard: 35 million allocations, then the 2 GiB limit).
+// Following the list here costs one small read per free block; a block seen
+// twice is the loop. Values HDF5 refuses itself (an offset past the data
+// segment, a segment outside the file) are left to it.
+void check_heap_free_list(std::ifstream& in, const std::string& path, std::uint64_t file_size, std::uint64_t base,
+                          std::uint64_t heap, int o, int l) {
+  constexpr std::uint64_t kNone = 1;  // H5HL_FREE_NULL: the end of the list
+  unsigned char header[8 + 2 * 8 + 8];
+  if (!read_at(in, file_size, base, heap, header, 8 + 2 * l + o)) return;
+  const std::uint64_t data_size = read_le(header + 8, l), data = read_le(header + 8 + 2 * l, o);
+  std::set<std::uint64_t> seen;
+  for (std::uint64_t next = read_le(header + 8 + l, l); next != kNone && next < data_size;) {
+    if (!seen.insert(next).second)
+      fail("cannot open " + path + ": it is damaged (its root group's name heap has a free list that loops)");
+    unsigned char field[8];
+    if (data > UINT64_MAX - next || !read_at(in, file_size, base, data + next, field, l)) return;
+    next = read_le(field, l);
+  }
+}
+
+struct SymbolTable {
+  std::uint64_t btree = 0, heap = 0;
+};
+
+// The symbol-table message (type 0x11: B-tree and heap address) in the first
+// chunk of the version 1 object header at `address`, if it holds one.
+std::optional<SymbolTable> header_symbol_table(std::ifstream& in, std::uint64_t file_size, std::uint64_t base,
+                                               std::uint64_t address, int o) {
+  unsigned char prefix[16];  // version, reserved, messages, reference count, chunk size, padding
+  if (!read_at(in, file_size, base, address, prefix, sizeof prefix) || prefix[0] != 1) return std::nullopt;
+  const std::uint64_t messages = read_le(prefix + 2, 2);
+  std::vector<unsigned char> chunk(std::min<std::uint64_t>(read_le(prefix + 8, 4), 1 << 16));
+  if (!read_at(in, file_size, base, address + sizeof prefix, chunk.data(), chunk.size())) return std::nullopt;
+  std::size_t at = 0;  // each message: type (2), size (2), flags (1), reserved (3), data
+  for (std::uint64_t m = 0; m < messages && at + 8 <= chunk.size(); ++m) {
+    const std::uint64_t type = read_le(&chunk[at], 2), length = read_le(&chunk[at + 2], 2);
+    if (type == 0x11 && at + 8 + 2 * o <= chunk.size())
+      return SymbolTable{read_le(&chunk[at + 8], o), read_le(&chunk[at + 8 + o], o)};
+    at += 8 + length;
+  }
+  return std::nullopt;
+}
+
 // libhdf5 1.10 crashes (a memcpy from a null accumulator buffer, in
-// H5Lexists and in h5dump alike) on a file whose superblock caches a root
-// group heap that is not there; found by tests/fuzz/fuzz_shard. So before
-// HDF5 walks the root group, check what a version 0/1 superblock (what
-// HDF5 writes by default) says of it: the cached B-tree and local heap of
-// the root group's symbol table must lie inside the file and begin with
-// their signatures. Other layouts are left to HDF5.
+// H5Lexists and in h5dump alike) on a file whose root group's symbol table
+// names a heap that is not there; found by tests/fuzz/fuzz_shard, twice:
+// through the copy a version 0/1 superblock caches (what HDF5 writes by
+// default), and, with that cache switched off, through the root group's
+// object header. So before HDF5 walks the root group, both are checked:
+// the B-tree and local heap must lie inside the file and begin with their
+// signatures, and the heap's free list must end. Other layouts are left to
+// HDF5. Dataset shards are checked against their CRC-32 before this
+// (io/dataset.cpp); these checks keep the other files (models, checkpoints)
+// and shards written with a damaged layout away from the same libhdf5 bugs.
 void check_root_group_tables(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   unsigned char sb[128] = {};
@@ -119,27 +183,30 @@ void check_root_group_tables(const std::string& path) {
   const auto got = static_cast<std::size_t>(in.gcount());
   static const unsigned char signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
   if (got < 8 || std::memcmp(sb, signature, 8) != 0 || sb[8] > 1) return;
-  const int o = sb[13];  // size of offsets
-  if (o != 4 && o != 8) return;
+  const int o = sb[13], l = sb[14];  // sizes of offsets and of lengths
+  if ((o != 4 && o != 8) || (l != 4 && l != 8)) return;
   const std::size_t addresses = sb[8] == 0 ? 24 : 28;  // version 1 adds 4 bytes of B-tree settings
   // Base, free space, end of file, driver block; then the root entry: name, header, cache type, reserved, scratch.
   const std::size_t entry = addresses + 4 * o, cache_type = entry + 2 * o, scratch = cache_type + 8;
-  if (got < scratch + 2 * o || read_le(sb + cache_type, 4) != 1) return;
+  if (got < scratch + 2 * o) return;
   const std::uint64_t base = read_le(sb + addresses, o);
   std::error_code ec;
   const std::uint64_t size = std::filesystem::file_size(path, ec);
-  auto expect = [&](std::uint64_t address, const char* tag, const char* what) {
-    char found[4] = {};
-    if (base < size && address < size - base && size - base - address >= 4) {
-      in.clear();
-      in.seekg(static_cast<std::streamoff>(base + address));
-      in.read(found, 4);
-    }
-    if (std::memcmp(found, tag, 4) != 0)
-      fail("cannot open " + path + ": it is damaged (its root group's " + what + " is not where the superblock says)");
+  auto check = [&](const SymbolTable& table, const char* source) {
+    auto expect = [&](std::uint64_t address, const char* tag, const char* what) {
+      unsigned char found[4] = {};
+      if (!read_at(in, size, base, address, found, 4) || std::memcmp(found, tag, 4) != 0)
+        fail("cannot open " + path + ": it is damaged (its root group's " + what + " is not where " + source +
+             " says)");
+    };
+    expect(table.btree, "TREE", "B-tree");
+    expect(table.heap, "HEAP", "name heap");
+    check_heap_free_list(in, path, size, base, table.heap, o, l);
   };
-  expect(read_le(sb + scratch, o), "TREE", "B-tree");
-  expect(read_le(sb + scratch + o, o), "HEAP", "name heap");
+  if (read_le(sb + cache_type, 4) == 1)
+    check({read_le(sb + scratch, o), read_le(sb + scratch + o, o)}, "the superblock");
+  if (auto table = header_symbol_table(in, size, base, read_le(sb + entry + o, o), o))
+    check(*table, "its object header");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/dataset_format.h"
+#include "io/file_checksum.h"
 #include "io/hdf5.h"
 
 namespace dlscale {
@@ -92,8 +93,13 @@ void write_shard(const std::string& path, const RawDataset& data, std::int64_t f
   sync_path(path);
 }
 
+struct WrittenShard {
+  std::int64_t count = 0;
+  std::uint32_t crc32 = 0;
+};
+
 void write_index(const std::string& path, const RawDataset& data, int num_classes,
-                 const std::vector<std::int64_t>& counts) {
+                 const std::vector<WrittenShard>& shards) {
   nlohmann::json index{{"format", fmt::kFormat},
                        {"version", fmt::kVersion},
                        {"sample_shape", data.sample_shape},
@@ -101,8 +107,10 @@ void write_index(const std::string& path, const RawDataset& data, int num_classe
                        {"num_classes", num_classes},
                        {"num_samples", data.num_samples()},
                        {"shards", nlohmann::json::array()}};
-  for (std::size_t i = 0; i < counts.size(); ++i)
-    index["shards"].push_back({{"file", fmt::shard_file_name(static_cast<int>(i))}, {"num_samples", counts[i]}});
+  for (std::size_t i = 0; i < shards.size(); ++i)
+    index["shards"].push_back({{"file", fmt::shard_file_name(static_cast<int>(i))},
+                               {"num_samples", shards[i].count},
+                               {"crc32", crc32_text(shards[i].crc32)}});
   std::ofstream out(path);
   out << index.dump(2) << "\n";
   out.close();
@@ -113,14 +121,17 @@ void write_index(const std::string& path, const RawDataset& data, int num_classe
 // Writes every file of the dataset into `tmp`.
 void write_files(const fs::path& tmp, const RawDataset& data, int shards, int num_classes) {
   const std::int64_t n = data.num_samples();
-  std::vector<std::int64_t> counts;
+  std::vector<WrittenShard> written;
   for (int s = 0; s < shards; ++s) {
     // Contiguous ranges whose sizes differ by at most one.
     std::int64_t first = s * n / shards, end = (s + 1) * n / shards;
-    write_shard((tmp / fmt::shard_file_name(s)).string(), data, first, end - first);
-    counts.push_back(end - first);
+    const std::string path = (tmp / fmt::shard_file_name(s)).string();
+    write_shard(path, data, first, end - first);
+    // Of the bytes on disk after the close, read back (from the page cache):
+    // what a reader will compare.
+    written.push_back({end - first, file_crc32(path)});
   }
-  write_index((tmp / fmt::kIndexFile).string(), data, num_classes, counts);
+  write_index((tmp / fmt::kIndexFile).string(), data, num_classes, written);
   sync_path(tmp.string());
 }
 

@@ -10,10 +10,11 @@ ranks=${DLSCALE_RANKS:-2}
 .ci/install-deps
 .ci/build
 src=/usr/share/datasets/fashion-mnist
+# Sharded once; again when the shards predate their CRC-32 in index.json.
 for split in train:train t10k:test; do
   name=${split%%:*} out=data/fashion-mnist/${split##*:}
-  [ -f "$out/index.json" ] || build/launch/dlscale shard --images "$src/$name-images-idx3-ubyte.gz" \
-    --labels "$src/$name-labels-idx1-ubyte.gz" --output "$out" --shards 4
+  grep -qs '"crc32"' "$out/index.json" || build/launch/dlscale shard --images "$src/$name-images-idx3-ubyte.gz" \
+    --labels "$src/$name-labels-idx1-ubyte.gz" --output "$out" --shards 4 --overwrite
 done
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 mpirun -n "$ranks" --oversubscribe build/launch/dlscale train "examples/fashion-mnist/$model.ini" \

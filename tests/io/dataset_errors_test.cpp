@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/dataset.h"
+#include "io/file_checksum.h"
 #include "io/hdf5.h"
 #include "io/io_test_util.h"
 
@@ -22,6 +23,15 @@ std::string good_dataset(const TempDir& tmp, SampleType type = SampleType::u8, i
 
 json load_index(const std::string& dir) { return json::parse(test::read_text(dir + "/index.json")); }
 void save_index(const std::string& dir, const json& index) { test::write_text(dir + "/index.json", index.dump()); }
+
+// Records each shard's current CRC-32, as a tool that rewrote the shards
+// on purpose (and its index with them) would.
+void refresh_checksums(const std::string& dir) {
+  json index = load_index(dir);
+  for (json& shard : index["shards"])
+    shard["crc32"] = crc32_text(file_crc32(dir + "/" + shard["file"].get<std::string>()));
+  save_index(dir, index);
+}
 
 TEST(DatasetErrors, MissingFolderAndIndexNameThePath) {
   TempDir tmp;
@@ -117,6 +127,59 @@ TEST(DatasetErrors, TruncatedShardIsNamed) {
   EXPECT_ERROR_CONTAINS(open_dataset(tmp / "ds"), shard);
 }
 
+// The message of the Error that open_dataset(dir) throws; "" if none.
+std::string open_error(const std::string& dir) {
+  try {
+    open_dataset(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The integrity guard: a shard whose bytes changed after index.json was
+// written is refused by its CRC-32 with an error naming the file, before
+// libhdf5 opens it (HDF5's own error would read "not an HDF5 file" for the
+// first damage; one changed byte in the middle it may not notice at all).
+TEST(DatasetErrors, ChangedShardIsRefusedByItsChecksumBeforeHdf5OpensIt) {
+  TempDir tmp;
+  std::string dir = good_dataset(tmp);
+  const std::string shard = dir + "/shard-00001.h5";
+  const std::string intact = test::read_text(shard);
+  const std::string crc = load_index(dir)["shards"][1]["crc32"];
+  std::string no_signature = intact;
+  no_signature.replace(0, 8, 8, '\0');
+  std::string one_byte = intact;
+  one_byte[intact.size() / 2] = static_cast<char>(one_byte[intact.size() / 2] ^ 0x10);
+  for (const std::string& damaged : {no_signature, one_byte}) {
+    test::write_text(shard, damaged);
+    const std::string message = open_error(dir);
+    EXPECT_NE(message.find(shard + ": the file is damaged or was changed after index.json was written"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("index.json says " + crc), std::string::npos) << message;
+    EXPECT_NE(message.find("it was not opened"), std::string::npos) << message;
+    EXPECT_EQ(message.find("HDF5"), std::string::npos) << message;
+  }
+  test::write_text(shard, intact);
+  EXPECT_EQ(open_dataset(dir).num_samples, 12);
+}
+
+TEST(DatasetErrors, IndexWithoutChecksumsIsRefusedWithHowToRemakeIt) {
+  TempDir tmp;
+  std::string dir = good_dataset(tmp);
+  json index = load_index(dir);
+  index["shards"][1].erase("crc32");  // as dlscale wrote indexes before shard checksums
+  save_index(dir, index);
+  EXPECT_ERROR_CONTAINS(open_dataset(dir), "shards[1]: field 'crc32' is missing");
+  EXPECT_ERROR_CONTAINS(open_dataset(dir), "dlscale shard ... --overwrite");
+  for (json bad : {json(12345678), json("0a1b2c3"), json("0a1b2c3g"), json("0x1b2c3d")}) {
+    index["shards"][1]["crc32"] = bad;
+    save_index(dir, index);
+    EXPECT_ERROR_CONTAINS(open_dataset(dir), "shards[1]: field 'crc32' must be the shard file's CRC-32");
+  }
+}
+
 TEST(DatasetErrors, EmptyDataset) {
   TempDir tmp;
   std::string dir = good_dataset(tmp);
@@ -164,6 +227,7 @@ TEST(DatasetErrors, NaNOrInfInputNamesShardAndSample) {
   std::string dir = good_dataset(tmp, SampleType::f32);
   poke_float(dir + "/shard-00001.h5", 2, 4, 3, std::numeric_limits<float>::quiet_NaN());  // global sample 8
   poke_float(dir + "/shard-00001.h5", 4, 4, 0, std::numeric_limits<float>::infinity());   // global sample 10
+  refresh_checksums(dir);  // written so on purpose: past the integrity check, the values are checked
   DatasetReader reader(open_dataset(dir));
   Tensor x;
   std::vector<std::int32_t> labels;

@@ -10,6 +10,9 @@
 #include <random>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
+#include "io/file_checksum.h"
 #include "io/hdf5.h"
 #include "io/io_test_util.h"
 
@@ -136,6 +139,24 @@ TEST(Dataset, IndexOutOfRangeIsAnError) {
   Tensor x;
   std::vector<std::int32_t> labels;
   EXPECT_ERROR_CONTAINS(reader.read(std::vector<std::int64_t>{1, 5}, DType::f32, x, labels), "sample index 5");
+}
+
+// index.json records each shard's CRC-32 in the form other tools write it:
+// zlib's CRC-32 (Python's zlib.crc32), 8 lowercase hex digits.
+TEST(Dataset, IndexRecordsEachShardsCrc32) {
+  TempDir tmp;
+  test::write_text(tmp / "check", "123456789");
+  EXPECT_EQ(crc32_text(file_crc32(tmp / "check")), "cbf43926");  // the standard CRC-32 check value
+  EXPECT_EQ(parse_crc32("CBF43926"), 0xcbf43926u);
+  EXPECT_FALSE(parse_crc32("cbf4392").has_value());
+  write_dataset(tmp / "ds", test::make_dataset(10, {2}, SampleType::f32), 3);
+  auto index = nlohmann::json::parse(test::read_text(tmp / "ds/index.json"));
+  DatasetInfo info = open_dataset(tmp / "ds");
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::string path = info.shards[i].path;
+    EXPECT_EQ(index["shards"][i]["crc32"], crc32_text(file_crc32(path))) << path;
+    EXPECT_EQ(info.shards[i].crc32, file_crc32(path)) << path;
+  }
 }
 
 // Shard layout: chunked along N at about 64 KiB, uncompressed.

@@ -88,11 +88,61 @@ TEST(Hdf5, RootGroupTablesAreCheckedBeforeHdf5WalksThem) {
     test::write_text(path, damaged);
     EXPECT_ERROR_CONTAINS(open_h5_read(path), path + ": it is damaged (its root group's");
   }
+  // With the superblock's cache switched off, HDF5 takes the addresses from
+  // the root group's object header; they are checked there too.
+  std::string uncached = bytes;
+  const std::size_t heap = uncached.find("HEAP");
+  uncached.replace(heap, 4, "\0\0\0\0", 4);
+  ASSERT_EQ(uncached[72], 1) << "the root entry's cache type (at 24 + 4*8 + 2*8): a cached symbol table";
+  uncached[72] = 0;
+  test::write_text(path, uncached);
+  EXPECT_ERROR_CONTAINS(open_h5_read(path),
+                        path + ": it is damaged (its root group's name heap is not where its object header says)");
   // The cached addresses themselves pointing past the end of the file.
   std::string past = bytes;
   for (int i = 0; i < 8; ++i) past[88 + i] = static_cast<char>(0x7f);
   test::write_text(path, past);
   EXPECT_ERROR_CONTAINS(open_h5_read(path), "name heap is not where the superblock says");
+}
+
+// libhdf5 1.10 follows a local heap's free list without noticing a loop and
+// allocates 32 bytes per step until memory runs out (tests/fuzz
+// regressions/fuzz_shard/hdf5-oom-35m-small-allocations.bin): a root group
+// heap whose free list loops is refused before HDF5 reads it.
+TEST(Hdf5, RootHeapFreeListThatLoopsIsRefused) {
+  TempDir tmp;
+  std::string path = tmp / "t.h5";
+  {
+    H5Id file = create_h5(path);
+    write_tensor(file.get(), "x", Tensor({3}, DType::f32));
+  }
+  const std::string bytes = test::read_text(path);
+  const std::size_t heap = bytes.find("HEAP");
+  ASSERT_NE(heap, std::string::npos);
+  auto u64 = [&](std::size_t at) {
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(bytes[at + i]);
+    return v;
+  };
+  auto put = [](std::string& s, std::size_t at, std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) s[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  // Header: signature, version, 3 reserved; data size, free-list head, data address (8 bytes each here).
+  // A free block starts with the offset of the next one (1: none), then its size.
+  const std::uint64_t data_size = u64(heap + 8), head = u64(heap + 16), data = u64(heap + 24);
+  ASSERT_LT(head + 16, data_size) << "HDF5 leaves free space in a new root group's heap";
+  ASSERT_EQ(u64(data + head), 1u) << "one free block";
+  EXPECT_NO_THROW(open_h5_read(path));
+  std::string itself = bytes;
+  put(itself, data + head, head);  // the block says the next one is itself
+  std::string two = bytes;
+  put(two, data + head, head + 8);      // the next block is 8 bytes on,
+  put(two, data + head + 8, head);      // and that one's next is the first again
+  for (const std::string& looped : {itself, two}) {
+    test::write_text(path, looped);
+    EXPECT_ERROR_CONTAINS(open_h5_read(path),
+                          path + ": it is damaged (its root group's name heap has a free list that loops)");
+  }
 }
 
 TEST(Hdf5, WriteErrorsNameTheFile) {

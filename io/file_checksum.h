@@ -1,0 +1,21 @@
+// Whole-file CRC-32, the integrity data of dataset shards: index.json
+// records each shard's CRC-32 and open_dataset compares it before libhdf5
+// reads a byte of the file, so a damaged shard is one clear error and never
+// reaches a libhdf5 bug on damaged input (docs/data-format.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dlscale {
+
+// CRC-32 of the file's bytes (zlib's, the same as Python's zlib.crc32),
+// read in 1 MiB blocks; errors name the path.
+std::uint32_t file_crc32(const std::string& path);
+// The form index.json stores: 8 lowercase hexadecimal digits.
+std::string crc32_text(std::uint32_t crc);
+// The value of exactly 8 hexadecimal digits (either case); nullopt otherwise.
+std::optional<std::uint32_t> parse_crc32(const std::string& text);
+
+}  // namespace dlscale
