@@ -188,7 +188,7 @@ void check_labels(hid_t file, const ShardInfo& shard) {
 
 }  // namespace
 
-DatasetInfo open_dataset(const std::string& dir_arg) {
+DatasetInfo open_dataset(const std::string& dir_arg, const ShardChecks& checks) {
   DatasetInfo info;
   fs::path dir = fs::absolute(dir_arg).lexically_normal();
   if (dir.has_parent_path() && dir.filename().empty()) dir = dir.parent_path();  // drop a trailing '/'
@@ -198,8 +198,17 @@ DatasetInfo open_dataset(const std::string& dir_arg) {
   parse_header(index, index_path, info);
   parse_shards(index, index_path, info);
   if (info.num_samples == 0) fail("dataset " + info.dir + " is empty: " + index_path + " lists no samples");
+  std::string problem;
+  for (std::size_t i = checks.index; i < info.shards.size() && problem.empty(); i += checks.count) {
+    try {
+      verify_checksum(info.shards[i]);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+  }
+  if (checks.agree) problem = checks.agree(problem);
+  if (!problem.empty()) fail(problem);
   for (const ShardInfo& shard : info.shards) {
-    verify_checksum(shard);
     H5Id file = open_h5_read(shard.path);
     auto lock = hdf5_lock();
     check_samples(file.get(), info, shard);

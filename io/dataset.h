@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,11 +32,23 @@ struct DatasetInfo {
   std::vector<ShardInfo> shards;
 };
 
+// Which shards this process CRC-checks. Ranks that see the same files (the
+// ranks of one node: a shared filesystem or the node's own staged copy) can
+// share the reads: this process checks the shards whose position modulo
+// count is index, and `agree`, a collective over those ranks, turns each
+// one's first problem ("" for none) into the job's first problem, so that no
+// process hands a damaged shard to libhdf5. The default checks every shard.
+struct ShardChecks {
+  int index = 0, count = 1;
+  std::function<std::string(const std::string&)> agree;
+};
+
 // Reads and validates DIR/index.json, then checks every shard: first its
 // CRC-32 against index.json (a damaged or changed file is refused before
 // libhdf5 opens it), then the shape and type of its datasets; every problem
-// is an error naming the file. Each shard is read whole once for the CRC.
-DatasetInfo open_dataset(const std::string& dir);
+// is an error naming the file. Each shard is read whole once for the CRC, by
+// one of the processes that share `checks`.
+DatasetInfo open_dataset(const std::string& dir, const ShardChecks& checks = {});
 
 // Reads samples by global index. Opens its files lazily in the thread that
 // calls read() (HDF5 handles must not cross a fork or be shared between

@@ -150,9 +150,18 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
       dtype_(precision_dtype(o.training_precision, plan)), watchdog_(watchdog) {
   comm_.set_watchdog(&watchdog_);
   // Everything a user can get wrong is checked before the run directory exists.
-  train_ = open_dataset(o.train_data);
-  if (!o.validation_data.empty()) validation_ = open_dataset(o.validation_data);
-  if (!o.test_data.empty()) test_ = open_dataset(o.test_data);
+  // The ranks of a node read the same files (shared or staged there): they
+  // split the shards' CRC checks, so each node reads a dataset once at start.
+  const ShardChecks shard_checks{comm.local_rank(), comm.local_size(), [&comm](const std::string& mine) {
+                                   const auto all = comm.allgather(mine);
+                                   for (std::size_t r = 0; r < all.size(); ++r)
+                                     if (!all[r].empty())
+                                       return all.size() > 1 ? "rank " + std::to_string(r) + ": " + all[r] : all[r];
+                                   return std::string();
+                                 }};
+  train_ = open_dataset(o.train_data, shard_checks);
+  if (!o.validation_data.empty()) validation_ = open_dataset(o.validation_data, shard_checks);
+  if (!o.test_data.empty()) test_ = open_dataset(o.test_data, shard_checks);
   net_ = std::make_unique<Network>(o.network, dtype_, o.seed);
   check_data_fits(*net_, train_, "training");
   if (validation_) check_data_fits(*net_, *validation_, "validation");

@@ -70,5 +70,43 @@ TEST(GradientBuckets, FinishStartsBucketsBackwardDidNotReport) {
     for (std::int64_t i = 0; i < 10; ++i) EXPECT_EQ(p.grad.at(i), 1.5 * comm.size());
 }
 
+// A step abandoned mid-backward (an exception unwinding through the trainer)
+// leaves all-reduces in flight. MPI allows neither freeing nor cancelling an
+// active collective request, and MPI may still write into the buffer, so the
+// buckets' buffers must outlive them: here both ranks complete the pending
+// reductions afterwards and the sums land in the kept buffers.
+TEST(GradientBuckets, BucketsDestroyedMidStepKeepTheirBuffersForMpi) {
+  Communicator comm;
+  ASSERT_EQ(comm.size(), 2) << "run with mpirun -n 2";
+  const std::size_t kept_before = GradientBuckets::abandoned_in_flight().size();
+  {
+    auto params = make_params({64, 64, 64});
+    GradientBuckets buckets(pointers(params), comm, 256, 256);
+    ASSERT_EQ(buckets.bucket_count(), 3u);
+    // Backward reaches the last two params: the first two buckets start.
+    for (int i : {2, 1}) {
+      float* g = params[i].grad.data<float>();
+      for (std::int64_t k = 0; k < 64; ++k) g[k] = static_cast<float>(comm.rank() + 1);
+      buckets.mark_ready({&params[i]});
+    }
+  }  // destroyed with requests that may still be active
+  auto& kept = GradientBuckets::abandoned_in_flight();
+  EXPECT_LE(kept.size() - kept_before, 2u);
+  // MPI goes on progressing the orphaned reductions inside later MPI calls and
+  // writes their sums (1 + 2) into the kept buffers, which must still exist.
+  auto summed = [&] {
+    for (std::size_t b = kept_before; b < kept.size(); ++b)
+      for (std::int64_t k = 0; k < kept[b].numel(); ++k)
+        if (kept[b].data<float>()[k] != 3.0f) return false;
+    return true;
+  };
+  double all_done = 0;
+  for (int round = 0; round < 1000 && all_done < comm.size(); ++round) {
+    all_done = summed() ? 1.0 : 0.0;
+    comm.allreduce_sum(&all_done, 1);  // the communicator's later collectives still work
+  }
+  EXPECT_EQ(all_done, comm.size()) << "the orphaned reductions never completed into the kept buffers";
+}
+
 }  // namespace
 }  // namespace dlscale
