@@ -6,8 +6,8 @@
 set -euo pipefail
 build=$1
 src=/usr/share/datasets/fashion-mnist
-data=$build/scratch/custom-loop-data
-rm -rf "$data"
+. "$(dirname "$0")/../scratch.sh"
+data=$scratch/custom-loop-data
 "$build/launch/dlscale" shard --images "$src/t10k-images-idx3-ubyte.gz" --labels "$src/t10k-labels-idx1-ubyte.gz" \
   --output "$data" --shards 2 >/dev/null
 out=$("$build/examples/custom_loop" "$data" "$data" 2)
