@@ -4,7 +4,7 @@
 # learns, not generalization).
 #   custom_loop_test.sh BUILD_DIR
 set -euo pipefail
-build=$1
+build=$(cd "$1" && pwd)  # absolute: the test works from its own folder
 src=/usr/share/datasets/fashion-mnist
 . "$(dirname "$0")/../scratch.sh"
 data=$scratch/custom-loop-data

@@ -3,7 +3,7 @@
 # against it with find_package(dlscale): the installed package must work.
 #   outside_project_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
-src=$1 build=$2
+src=$(cd "$1" && pwd) build=$(cd "$2" && pwd)  # absolute: the test works from its own folder
 . "$src/tests/scratch.sh"
 prefix=$scratch/install-test outside=$scratch/outside-build
 cmake --install "$build" --prefix "$prefix" >/dev/null

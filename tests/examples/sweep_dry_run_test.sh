@@ -3,7 +3,7 @@
 # trains); its job folder lands in a temporary HOME.
 #   sweep_dry_run_test.sh DLSCALE_BINARY SOURCE_DIR
 set -euo pipefail
-dlscale=$1 src=$2
+dlscale=$(realpath "$1") src=$(cd "$2" && pwd)
 . "$src/tests/scratch.sh"
 export HOME=$scratch/home
 "$dlscale" sweep "$src/examples/fashion-mnist/sweep.ini" --dry-run

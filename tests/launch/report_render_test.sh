@@ -5,7 +5,7 @@
 # per-rank lines).
 #   report_render_test.sh DLSCALE_BINARY
 set -euo pipefail
-dlscale=$1
+dlscale=$(realpath "$1")  # absolute: the test works from its own folder
 
 browser=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$browser" ]; then
