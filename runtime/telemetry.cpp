@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -140,9 +141,19 @@ TelemetryRecord parse_telemetry_line(const std::string& text) {
   }
 }
 
+double default_telemetry_window_s() {
+  const char* v = std::getenv("DLSCALE_TELEMETRY_WINDOW");
+  if (!v || !*v) return Telemetry::kMinWindowS;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  if (*end != '\0' || !(s >= 0 && s <= 3600))
+    fail("DLSCALE_TELEMETRY_WINDOW=" + std::string(v) + " is not a number of seconds from 0 to 3600");
+  return s;
+}
+
 Telemetry::Telemetry(Communicator& comm, const JobSetup& job, const std::string& file, bool writer, bool append,
-                     double interval_s)
-    : comm_(comm), job_(job), interval_s_(interval_s) {
+                     double interval_s, double min_window_s)
+    : comm_(comm), job_(job), interval_s_(interval_s), min_window_s_(min_window_s) {
   // The computing communicator keeps the job's rank order (split by rank).
   for (std::size_t r = 0; r < job.plan.ranks.size(); ++r)
     if (job.plan.ranks[r].computes) world_ranks_.push_back(static_cast<int>(r));
@@ -162,23 +173,37 @@ void Telemetry::step_done(std::int64_t local_samples) {
   samples_ += local_samples;
 }
 
-void Telemetry::sample(double time_s, std::int64_t iteration) {
-  if (iteration == last_iteration_) return;  // same on every rank: the gather stays matched
-  last_iteration_ = iteration;
-  const double wall = seconds(last_sample_), cpu = process_cpu_seconds();
-  double mine[5] = {steps_ > 0 ? step_seconds_ / static_cast<double>(steps_) : 0,
-                    step_seconds_ > 0 ? static_cast<double>(samples_) / step_seconds_ : 0,
-                    wall > 0 ? (cpu - cpu_at_last_sample_) / wall / threads_ * 100 : 0, resident_memory_mib(),
-                    std::numeric_limits<double>::quiet_NaN()};
+Telemetry::Figures Telemetry::figures() const {
+  const double wall = seconds(window_start_), cpu = process_cpu_seconds() - cpu_at_window_start_;
+  Figures f = {steps_ > 0 ? step_seconds_ / static_cast<double>(steps_) : 0,
+               step_seconds_ > 0 ? static_cast<double>(samples_) / step_seconds_ : 0,
+               wall > 0 ? cpu / wall / threads_ * 100 : 0,
+               resident_memory_mib(),
+               std::numeric_limits<double>::quiet_NaN(),
+               wall};
   if (gpu_)
-    if (auto d = nvml_device_figures(*gpu_)) mine[2] = d->utilization_pct, mine[4] = d->memory_used_mib;
-  const std::vector<double> all = comm_.gather(mine, 5, 0);
-  last_sample_ = Clock::now(), cpu_at_last_sample_ = process_cpu_seconds();
+    if (auto d = nvml_device_figures(*gpu_)) f[2] = d->utilization_pct, f[4] = d->memory_used_mib;
+  return f;
+}
+
+void Telemetry::sample(double time_s, std::int64_t iteration) {
+  if (iteration == last_iteration_) return;  // same on every rank: the collectives stay matched
+  last_iteration_ = iteration;
+  pending_ = figures(), pending_time_s_ = time_s, pending_iteration_ = iteration;
+  // The shortest window of any rank decides, the same on every rank.
+  const double shortest = -comm_.allreduce_max(-(*pending_)[5]);
+  if (shortest >= min_window_s_) publish();
+}
+
+void Telemetry::publish() {
+  const std::vector<double> all = comm_.gather(pending_->data(), static_cast<int>(pending_->size()), 0);
+  pending_.reset();
+  window_start_ = Clock::now(), cpu_at_window_start_ = process_cpu_seconds();
   step_seconds_ = 0, steps_ = 0, samples_ = 0;
   if (!out_.is_open()) return;
-  TelemetryRecord record{time_s, iteration, {}};
+  TelemetryRecord record{pending_time_s_, pending_iteration_, {}};
   for (int r = 0; r < comm_.size(); ++r) {
-    const double* v = all.data() + 5 * r;
+    const double* v = all.data() + std::tuple_size_v<Figures> * static_cast<std::size_t>(r);
     const int job_rank = world_ranks_.empty() ? r : world_ranks_[r];
     RankSample s;
     s.rank = job_rank;
@@ -193,6 +218,7 @@ void Telemetry::sample(double time_s, std::int64_t iteration) {
 }
 
 std::vector<double> Telemetry::gather_peak_memory() {
+  if (pending_) publish();  // every rank has one or none: their samples and decisions matched
   const double peak = peak_resident_memory_mib();
   return comm_.gather(&peak, 1, 0);
 }

@@ -7,6 +7,8 @@
 //    "memory_mib": 310.5, "device_memory_mib": null}, ...]}
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
@@ -37,9 +39,10 @@ int nvml_index(const std::string& visible_devices, int gpu_index);
 struct RankSample {
   int rank = 0;
   std::string host, device;
-  double step_time_s = 0;         // mean over the steps since the previous sample
+  // Over the sample's window (Telemetry): the time since the previous line.
+  double step_time_s = 0;         // mean over the window's steps
   double samples_per_second = 0;  // this rank's samples over those steps' time
-  double utilization_pct = 0;     // CPU: process CPU time / wall time / threads; GPU: NVML
+  double utilization_pct = 0;     // CPU: process CPU time / wall time / threads; GPU: NVML (its own period)
   double memory_mib = 0;          // VmRSS
   std::optional<double> device_memory_mib;  // NVML used memory on GPU ranks
 };
@@ -54,43 +57,74 @@ std::string telemetry_line(const TelemetryRecord& record);  // one JSON object, 
 // Throws dlscale::Error for a line that is not such an object.
 TelemetryRecord parse_telemetry_line(const std::string& line);
 
-// The trainer's side: cheap bookkeeping every step, a gather only when a
-// sample is taken (at logged iterations, epoch ends, and when the interval
-// timer of any rank fired, which the trainer learns from its per-step flag
+// The trainer's side: cheap bookkeeping every step, and a sample when the
+// trainer asks (at logged iterations, epoch ends, and when the interval timer
+// of any rank fired, which the trainer learns from its per-step flag
 // all-reduce).
+//
+// Each line's figures cover a window of at least min_window_s seconds on
+// every rank, so that a rank descheduled for a moment on a shared machine
+// does not read as idle: a sample asked for sooner writes no line and the
+// window stays open, its steps and CPU time adding up until a later sample
+// closes it. One small all-reduce of the window lengths decides, so every
+// rank agrees; the gather of the figures happens only when a line is
+// written. The exception is the last window of a finished run, written
+// whatever its length by gather_peak_memory(), so a run shorter than the
+// window still leaves a line.
+//
+// The minimum window: DLSCALE_TELEMETRY_WINDOW (seconds, 0: a line at every
+// sample, as tests that look at each epoch end need), else 1 s. Throws
+// dlscale::Error for a value that is not a number of seconds from 0 to 3600.
+double default_telemetry_window_s();
+
 class Telemetry {
  public:
   // file: RUN/telemetry.jsonl, written by rank 0 only (writer), appended to
-  // when a run resumes.
+  // when a run resumes. The timer fires interval_s after the window opened
+  // (never before min_window_s).
   Telemetry(Communicator& comm, const JobSetup& job, const std::string& file, bool writer, bool append,
-            double interval_s = 5);
+            double interval_s = 5, double min_window_s = default_telemetry_window_s());
+  static constexpr double kMinWindowS = 1.0;  // without DLSCALE_TELEMETRY_WINDOW
 
   // A step lasts from the end of the previous one (so waiting for data
   // counts) to the end of its update: logging, validation and checkpoints
   // in between are not step time.
   void step_done(std::int64_t local_samples);
   void step_over() { last_step_end_ = Clock::now(); }
-  bool timer_due() const { return seconds(last_sample_) >= interval_s_; }
-  // Collective over the computing ranks; once per iteration at most.
+  bool timer_due() const { return seconds(window_start_) >= std::max(interval_s_, min_window_s_); }
+  // Collective over the computing ranks; once per iteration at most. Writes
+  // a line when every rank's window is at least min_window_s long.
   void sample(double time_s, std::int64_t iteration);
-  // Collective: every rank's VmHWM in MiB on rank 0 (empty elsewhere).
+  // Collective, at the end of a finished run: writes the open window as of
+  // the last sample asked for, if that sample wrote no line; then every
+  // rank's VmHWM in MiB on rank 0 (empty elsewhere).
   std::vector<double> gather_peak_memory();
 
  private:
   using Clock = std::chrono::steady_clock;
   static double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+  // This rank's figures over the open window: step time, samples/s,
+  // utilization, memory, device memory (NaN: none), window length.
+  using Figures = std::array<double, 6>;
+  Figures figures() const;
+  // Gathers the pending figures, rank 0 writes the line; a new window opens.
+  void publish();
 
   Communicator& comm_;
   std::vector<int> world_ranks_;  // computing rank → job rank
   const JobSetup& job_;
-  double interval_s_;
+  double interval_s_, min_window_s_;
   int threads_ = 1;
   std::optional<int> gpu_;  // NVML index on GPU ranks
   std::ofstream out_;
-  Clock::time_point last_sample_ = Clock::now(), last_step_end_ = Clock::now();
-  double cpu_at_last_sample_ = process_cpu_seconds();
+  Clock::time_point window_start_ = Clock::now(), last_step_end_ = Clock::now();
+  double cpu_at_window_start_ = process_cpu_seconds();
   double step_seconds_ = 0;
   std::int64_t steps_ = 0, samples_ = 0, last_iteration_ = -1;
+  // The last sample asked for, while it wrote no line.
+  std::optional<Figures> pending_;
+  double pending_time_s_ = 0;
+  std::int64_t pending_iteration_ = 0;
 };
 
 // Marks the end of a step however the step's function returns.

@@ -1,5 +1,5 @@
-// Synthetic datasets, scratch folders and reading back what a run wrote,
-// shared by tests that train for real.
+// Synthetic datasets, scratch folders (scratch.h) and reading back what a
+// run wrote, shared by tests that train for real.
 #pragma once
 
 #include <algorithm>
@@ -10,18 +10,11 @@
 
 #include "io/shard_writer.h"
 #include "runtime/rng.h"
+#include "scratch.h"
 
 namespace dlscale::testing {
 
 namespace fs = std::filesystem;
-
-// A fresh folder per test under the build tree.
-inline fs::path scratch_dir(const std::string& name) {
-  fs::path dir = fs::current_path() / "scratch" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 // The whole file (text or binary); "" when it cannot be read.
 inline std::string read_file(const fs::path& p) {

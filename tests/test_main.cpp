@@ -1,12 +1,16 @@
 // Shared GoogleTest main: MPI is initialized for every test binary because the
 // library's communicator and the trainer expect it, even with one rank.
 // Rank 0 prints the usual report; other ranks print only their failures,
-// prefixed with their rank, so a failure on any rank is visible.
+// prefixed with their rank, so a failure on any rank is visible. All ranks
+// share one scratch root (scratch.h), made by rank 0 and removed by it once
+// every rank passed.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
 #include <string>
+
+#include "scratch.h"
 
 namespace {
 
@@ -41,9 +45,14 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new RankFailurePrinter(rank));
   }
+  char root[4096] = "";
+  if (rank == 0) std::snprintf(root, sizeof root, "%s", dlscale::testing::make_scratch_root().c_str());
+  MPI_Bcast(root, sizeof root, MPI_CHAR, 0, MPI_COMM_WORLD);
+  dlscale::testing::use_scratch_root(root, false);
   int failed = RUN_ALL_TESTS();
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();
+  if (rank == 0) dlscale::testing::finish_scratch_root(root, any_failed == 0);
   return any_failed;
 }

@@ -4,10 +4,10 @@
 # learns, not generalization).
 #   custom_loop_test.sh BUILD_DIR
 set -euo pipefail
-build=$1
+build=$(cd "$1" && pwd)  # absolute: the test works from its own folder
 src=/usr/share/datasets/fashion-mnist
-data=$build/scratch/custom-loop-data
-rm -rf "$data"
+. "$(dirname "$0")/../scratch.sh"
+data=$scratch/custom-loop-data
 "$build/launch/dlscale" shard --images "$src/t10k-images-idx3-ubyte.gz" --labels "$src/t10k-labels-idx1-ubyte.gz" \
   --output "$data" --shards 2 >/dev/null
 out=$("$build/examples/custom_loop" "$data" "$data" 2)

@@ -26,15 +26,9 @@ NetworkSpec spec() {
   return s;
 }
 
-fs::path scratch(const std::string& name) {
-  fs::path dir = fs::current_path() / "scratch" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 TEST(ModelFile, RoundTripsEveryTensor) {
-  auto dir = scratch("model_round_trip");
+  test::TempDir tmp;
+  const fs::path& dir = tmp.path();
   Network net(spec(), DType::f64, 7);
   save_model((dir / "model.h5").string(), net);
   auto loaded = load_model((dir / "model.h5").string());
@@ -51,7 +45,8 @@ TEST(ModelFile, RoundTripsEveryTensor) {
 // to; the same network written twice across a second boundary must give the
 // same bytes, or `cmp` cannot check deterministic mode.
 TEST(ModelFile, SameNetworkWrittenTwiceGivesTheSameBytes) {
-  auto dir = scratch("model_same_bytes");
+  test::TempDir tmp;
+  const fs::path& dir = tmp.path();
   Network net(spec(), DType::f32, 5);
   save_model((dir / "first.h5").string(), net);
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
@@ -62,7 +57,8 @@ TEST(ModelFile, SameNetworkWrittenTwiceGivesTheSameBytes) {
 }
 
 TEST(ModelFile, DiskFullKeepsThePreviousFile) {
-  auto dir = scratch("model_disk_full");
+  test::TempDir tmp;
+  const fs::path& dir = tmp.path();
   const auto path = (dir / "ckpt-10.h5").string();
   Network first(spec(), DType::f32, 1);
   save_model(path, first);

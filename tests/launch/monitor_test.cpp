@@ -111,7 +111,8 @@ TEST_F(Monitor, ShowsBothRanksOfARunningJob) {
   write_config(1000, 4000);
   pid_t job = start_job();
   ASSERT_GT(job, 0);
-  // Three samples: the first (iteration 1) includes the start; later ones are steady.
+  // Three lines, each over a window of at least Telemetry::kMinWindowS: the
+  // first includes the start; later ones are steady.
   const bool sampled = wait_for(dir / "run" / "telemetry.jsonl", 3, 120);
   RunResult r = sampled ? monitor((dir / "run").string() + " --once") : RunResult{};
   const int status = stop(job, SIGUSR1);  // mpirun forwards it: the ranks checkpoint and exit 3
@@ -130,7 +131,10 @@ TEST_F(Monitor, ShowsBothRanksOfARunningJob) {
     EXPECT_EQ(row.host, host_name());
     EXPECT_EQ(row.device, "cpu");
     EXPECT_EQ(row.device_memory, "-");  // no GPU: no device memory
-    // One thread each, two ranks on a shared machine: busy, never far above one core.
+    // One thread each, two ranks on a shared machine: busy, never far above
+    // one core. Measured over at least a second, not over the 20 steps
+    // (~0.2 s) between logged rows, in which a rank that the scheduler held
+    // back once read 3%.
     EXPECT_GT(row.util, 5.0);
     EXPECT_LT(row.util, 400.0);
     EXPECT_GT(row.memory, 5.0);  // MPI, HDF5 and BLAS alone hold more than this

@@ -3,19 +3,20 @@
 # headless Chromium: the screenshot is a non-trivial PNG and the DOM Chromium
 # built holds every plot's <svg> (and, where the run wrote telemetry, the
 # per-rank lines).
-#   report_render_test.sh DLSCALE_BINARY SCRATCH_DIR
+#   report_render_test.sh DLSCALE_BINARY
 set -euo pipefail
-dlscale=$1
-work=$2
+dlscale=$(realpath "$1")  # absolute: the test works from its own folder
 
 browser=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$browser" ]; then
   echo "report_render_test: no chromium on PATH; install Debian's 'chromium' package (.ci/install-deps does)" >&2
   exit 1
 fi
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work"
+. "$(dirname "$0")/../scratch.sh"
+work=$scratch
+# Chromium keeps state under HOME too, and the sweep puts its jobs there.
+export HOME=$work/home
+mkdir -p "$HOME"
 
 fail() {
   echo "report_render_test: $*" >&2
@@ -91,7 +92,7 @@ parallel = 1
 grid.initial-learn-rate = 0.001, 0.01
 grid.max-epochs = 2
 EOF
-HOME="$work/home" "$dlscale" sweep sweep.ini >sweep.log 2>&1 || { cat sweep.log >&2; fail "dlscale sweep failed"; }
+"$dlscale" sweep sweep.ini >sweep.log 2>&1 || { cat sweep.log >&2; fail "dlscale sweep failed"; }
 sweep_dir=$(ls -d "$work"/home/dlscale-jobs/render-*)
 "$dlscale" report "$sweep_dir" --output "$work/sweep-report.html"
 render "$work/sweep-report.html" sweep

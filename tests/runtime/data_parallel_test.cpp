@@ -95,7 +95,7 @@ class DataParallel : public ::testing::Test {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     ASSERT_EQ(size, 4) << "run this test with mpirun -n 4";
-    dir_ = fs::current_path() / "scratch" / "data_parallel";
+    dir_ = scratch_root() / "data_parallel";
     if (rank == 0) {
       fs::remove_all(dir_);
       fs::create_directories(dir_);

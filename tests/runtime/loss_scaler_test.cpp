@@ -134,7 +134,7 @@ class LossScaledTraining : public ::testing::Test {
   static void SetUpTestSuite() {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    dir_ = fs::current_path() / "scratch" / "loss_scaling";
+    dir_ = scratch_root() / "loss_scaling";
     if (rank == 0) {
       fs::remove_all(dir_);
       fs::create_directories(dir_);

@@ -62,7 +62,7 @@ class Resume : public ::testing::Test {
   static void SetUpTestSuite() {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    dir_ = fs::current_path() / "scratch" / "resume";
+    dir_ = scratch_root() / "resume";
     if (rank == 0) {
       fs::remove_all(dir_);
       fs::create_directories(dir_);

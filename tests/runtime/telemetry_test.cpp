@@ -1,11 +1,14 @@
 // Telemetry under mpirun -n 2: the /proc readers measure what the process
-// does, a record survives telemetry.jsonl's JSON line, and Telemetry gathers
-// both ranks' step figures into one line on rank 0, once per iteration.
+// does, a record survives telemetry.jsonl's JSON line, Telemetry gathers
+// both ranks' step figures into one line on rank 0, once per iteration, and
+// a line's figures cover its whole window, however many samples were asked
+// for within it.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -86,6 +89,20 @@ TEST(TelemetryLine, MalformedLineIsAnError) {
   expect_error([] { parse_telemetry_line("{\"time_s\": 1, \"iteration\": 2}"); }, "not a telemetry record");
 }
 
+TEST(TelemetryWindow, DefaultIsOneSecondUnlessTheEnvironmentSaysOtherwise) {
+  unsetenv("DLSCALE_TELEMETRY_WINDOW");
+  EXPECT_EQ(default_telemetry_window_s(), 1.0);
+  setenv("DLSCALE_TELEMETRY_WINDOW", "0", 1);
+  EXPECT_EQ(default_telemetry_window_s(), 0.0);
+  setenv("DLSCALE_TELEMETRY_WINDOW", "2.5", 1);
+  EXPECT_EQ(default_telemetry_window_s(), 2.5);
+  for (const char* bad : {"x", "1s", "-1", "nan", "1e9"}) {
+    setenv("DLSCALE_TELEMETRY_WINDOW", bad, 1);
+    expect_error([] { default_telemetry_window_s(); }, "DLSCALE_TELEMETRY_WINDOW=" + std::string(bad) + " is not");
+  }
+  unsetenv("DLSCALE_TELEMETRY_WINDOW");
+}
+
 // A job of two CPU ranks on hosts h0 and h1, one thread each.
 JobSetup two_cpu_ranks() {
   JobSetup job;
@@ -101,15 +118,22 @@ JobSetup two_cpu_ranks() {
   return job;
 }
 
+// Every line of a telemetry file.
+std::vector<TelemetryRecord> read_telemetry(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<TelemetryRecord> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(parse_telemetry_line(l));
+  return lines;
+}
+
+// No minimum window here: every sample writes its line.
 TEST(TelemetryGather, OneLinePerSampledIterationWithEveryRank) {
   Communicator comm;
   ASSERT_EQ(comm.size(), 2) << "run under mpirun -n 2";
-  const fs::path file = fs::current_path() / "scratch" / "telemetry_gather.jsonl";
-  if (comm.rank() == 0) fs::create_directories(file.parent_path());
-  comm.barrier();
+  const fs::path file = scratch_root() / "telemetry_gather.jsonl";
   JobSetup job = two_cpu_ranks();
   {
-    Telemetry t(comm, job, file.string(), comm.rank() == 0, false, 0.2);
+    Telemetry t(comm, job, file.string(), comm.rank() == 0, false, 0.2, 0);
     EXPECT_FALSE(t.timer_due());
     // Rank 1's steps take twice as long: its figures must come back as its own.
     const int step_ms = comm.rank() == 0 ? 20 : 40;
@@ -136,9 +160,7 @@ TEST(TelemetryGather, OneLinePerSampledIterationWithEveryRank) {
   }
   comm.barrier();
   if (comm.rank() != 0) return;
-  std::ifstream in(file);
-  std::vector<TelemetryRecord> lines;
-  for (std::string l; std::getline(in, l);) lines.push_back(parse_telemetry_line(l));
+  const std::vector<TelemetryRecord> lines = read_telemetry(file);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0].iteration, 5);
   EXPECT_EQ(lines[1].iteration, 6);
@@ -158,6 +180,58 @@ TEST(TelemetryGather, OneLinePerSampledIterationWithEveryRank) {
     EXPECT_LT(s.utilization_pct, 60.0);  // mostly asleep
     EXPECT_FALSE(s.device_memory_mib.has_value());
   }
+}
+
+// Samples asked for within the minimum window (an hour here) write nothing:
+// the window stays open, and the end of the run writes it as one line whose
+// step time and utilization cover every step and all the CPU time since the
+// start, not only what followed the last sample asked for.
+TEST(TelemetryWindow, SamplesWithinTheWindowAddUpToOneLine) {
+  Communicator comm;
+  ASSERT_EQ(comm.size(), 2) << "run under mpirun -n 2";
+  const fs::path file = scratch_root() / "telemetry_window.jsonl";
+  JobSetup job = two_cpu_ranks();
+  const auto t0 = std::chrono::steady_clock::now();
+  double wall_at_most = 0;  // covers the line's window
+  {
+    Telemetry t(comm, job, file.string(), comm.rank() == 0, false, 3600, 3600);
+    auto steps = [&](int n, int ms) {
+      for (int step = 0; step < n; ++step) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        t.step_done(8);
+        t.step_over();
+      }
+    };
+    // 0.2 s of CPU time first (a busy loop), then mostly asleep.
+    const double c0 = process_cpu_seconds();
+    volatile double x = 0;
+    while (process_cpu_seconds() - c0 < 0.2)
+      for (int i = 0; i < 100000; ++i) x = x + std::sqrt(x + 1);
+    t.step_over();  // the busy loop was not a step
+    steps(3, 60);
+    t.sample(0.5, 3);
+    steps(3, 20);
+    t.sample(0.6, 6);
+    EXPECT_FALSE(t.timer_due());
+    comm.barrier();
+    EXPECT_FALSE(fs::exists(file) && fs::file_size(file) > 0) << "a sample within the window wrote a line";
+    wall_at_most = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t.gather_peak_memory();  // the end of the run: the open window is written
+  }
+  comm.barrier();
+  const std::vector<TelemetryRecord> lines = read_telemetry(file);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].iteration, 6);  // as of the last sample asked for
+  EXPECT_DOUBLE_EQ(lines[0].time_s, 0.6);
+  ASSERT_EQ(lines[0].ranks.size(), 2u);
+  const RankSample& mine = lines[0].ranks[comm.rank()];
+  // Six steps, three of 60 ms and three of 20 ms: a mean of 40 ms.
+  EXPECT_GE(mine.step_time_s, 0.040 * 0.95);
+  EXPECT_LT(mine.step_time_s, 0.040 + 0.05);  // sleeps overrun on a loaded machine, never underrun
+  EXPECT_NEAR(mine.samples_per_second, 8 / mine.step_time_s, 8 / mine.step_time_s * 0.01);
+  // At least the busy loop's 0.2 s of CPU over at most the time this rank
+  // has measured since before the window opened (one thread).
+  EXPECT_GE(mine.utilization_pct, 0.2 / wall_at_most * 100 - 0.1) << "wall " << wall_at_most << " s";
 }
 
 }  // namespace
