@@ -98,8 +98,9 @@ TEST_F(LocalJobs, HostileNameRunsNothing) {
 std::string normalized_script(const fs::path& job_dir) {
   std::string script = read_file(job_dir / "job.sh");
   script = replace_all(script, job_dir.string(), "@JOB_DIR@");
-  script = replace_all(script, fs::current_path().string(), "@SUBMIT_DIR@");
-  return replace_all(script, dlscale_binary(), "@DLSCALE@");
+  // The binary first: the folder submit ran from may hold it (the build folder).
+  script = replace_all(script, dlscale_binary(), "@DLSCALE@");
+  return replace_all(script, fs::current_path().string(), "@SUBMIT_DIR@");
 }
 
 TEST_F(LocalJobs, DryRunWritesTheGoldenScripts) {

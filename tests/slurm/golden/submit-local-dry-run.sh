@@ -16,4 +16,4 @@ date -u +%Y-%m-%dT%H:%M:%SZ >"$task_dir/started"
 
 cd '@SUBMIT_DIR@'
 
-'@SUBMIT_DIR@/launch/dlscale' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints"
+'@DLSCALE@' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints"

@@ -39,7 +39,7 @@ if [ -e "$task_dir/run/model.h5" ]; then
 fi
 status=0
 
-srun --mpi='pmix' --kill-on-bad-exit=1 --cpus-per-task=8 --gpus-per-task=1 --gpu-bind=per_task:1 '@SUBMIT_DIR@/launch/dlscale' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints" --resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '2' '--max-epochs' '2' || status=$?
+srun --mpi='pmix' --kill-on-bad-exit=1 --cpus-per-task=8 --gpus-per-task=1 --gpu-bind=per_task:1 '@DLSCALE@' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints" --resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '2' '--max-epochs' '2' || status=$?
 # Rank 0 leaves run/preempted once the checkpoint it stopped at is written (USR1 or
 # TERM to the ranks): the job requeues itself and its next start resumes (--resume auto).
 # srun's exit code cannot tell this (the highest task code or 128+signal); without the
