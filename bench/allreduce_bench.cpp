@@ -16,9 +16,9 @@
 #include "bench_common.h"
 #include "layers/network.h"
 #include "layers/softmax.h"
-#include "runtime/blas.h"
-#include "runtime/gradient_buckets.h"
-#include "runtime/rng.h"
+#include "runtime/core/blas.h"
+#include "runtime/parallel/gradient_buckets.h"
+#include "runtime/core/rng.h"
 
 namespace {
 

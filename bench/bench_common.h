@@ -16,7 +16,7 @@
 #include "layers/conv2d.h"
 #include "layers/network.h"
 #include "layers/registry.h"
-#include "runtime/rng.h"
+#include "runtime/core/rng.h"
 
 namespace dlscale::bench {
 

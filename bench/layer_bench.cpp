@@ -12,7 +12,7 @@
 #include <cstdio>
 
 #include "bench_common.h"
-#include "runtime/blas.h"
+#include "runtime/core/blas.h"
 
 namespace {
 

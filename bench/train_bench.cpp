@@ -23,16 +23,16 @@
 #include "layers/softmax.h"
 #include <cblas.h>
 
-#include "runtime/blas.h"
-#include "runtime/gradient_buckets.h"
-#include "runtime/optimizer.h"
+#include "runtime/core/blas.h"
+#include "runtime/parallel/gradient_buckets.h"
+#include "runtime/training/optimizer.h"
 
 namespace {
 
 using namespace dlscale;
 using namespace dlscale::bench;
 
-// One step exactly as runtime/trainer.cpp takes it (one rank).
+// One step exactly as runtime/training/trainer.cpp takes it (one rank).
 struct Stepper {
   Network& net;
   GradientBuckets& buckets;

@@ -15,9 +15,9 @@
 #include "io/sampler.h"
 #include "layers/network.h"
 #include "layers/softmax.h"
-#include "runtime/communicator.h"
-#include "runtime/evaluation.h"
-#include "runtime/optimizer.h"
+#include "runtime/parallel/communicator.h"
+#include "runtime/training/evaluation.h"
+#include "runtime/training/optimizer.h"
 
 namespace {
 

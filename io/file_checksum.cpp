@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/error.h"
+#include "runtime/core/error.h"
 
 namespace dlscale {
 

@@ -8,8 +8,8 @@
 #include <numeric>
 #include <utility>
 
-#include "runtime/error.h"
-#include "runtime/rng.h"
+#include "runtime/core/error.h"
+#include "runtime/core/rng.h"
 
 namespace dlscale {
 

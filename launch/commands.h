@@ -4,18 +4,14 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator.h"
-#include "runtime/error.h"
+#include "runtime/parallel/communicator.h"
+#include "runtime/core/error.h"
 
 namespace dlscale {
 
 using Args = std::vector<std::string>;  // the arguments after the subcommand
 
 int train_command(const Args& args, Communicator& comm);
-// The file in the run directory that rank 0 of `dlscale train` writes when a
-// signal stopped the training at a checkpoint ("iteration N", "checkpoint
-// PATH"); a Slurm job script requeues its job when it finds it.
-inline constexpr const char* kPreemptedMarker = "preempted";
 int shard_command(const Args& args, Communicator& comm);
 int predict_command(const Args& args, Communicator& comm);
 int info_command(const Args& args, Communicator& comm);

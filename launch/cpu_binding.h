@@ -2,7 +2,7 @@
 // how many ranks share its node (a bad choice here costs peers 50×).
 #pragma once
 
-#include "runtime/communicator.h"
+#include "runtime/parallel/communicator.h"
 
 namespace dlscale {
 

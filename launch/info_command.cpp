@@ -7,7 +7,7 @@
 #include "dlscale/config.h"
 #include "launch/commands.h"
 #include "launch/cpu_binding.h"
-#include "runtime/gpu.h"
+#include "runtime/core/gpu.h"
 
 namespace dlscale {
 

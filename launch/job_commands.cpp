@@ -9,8 +9,8 @@
 
 #include "launch/commands.h"
 #include "launch/parse_options.h"
-#include "launch/profiles.h"
-#include "runtime/text_table.h"
+#include "slurm/profiles.h"
+#include "runtime/monitoring/text_table.h"
 #include "slurm/jobs.h"
 
 namespace dlscale {

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "launch/commands.h"
-#include "runtime/job_setup.h"
+#include "runtime/parallel/job_setup.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // dlscale monitor: each rank's device, utilization, memory and step time,
-// live, from RUN/telemetry.jsonl of a running job (runtime/telemetry.h). It
+// live, from RUN/telemetry.jsonl of a running job (runtime/monitoring/telemetry.h). It
 // only reads files, so it needs no MPI: it runs beside a local job or on a
 // login node while a Slurm job writes its job folder.
 #include <unistd.h>
@@ -16,8 +16,8 @@
 
 #include "launch/commands.h"
 #include "launch/parse_options.h"
-#include "runtime/telemetry.h"
-#include "runtime/text_table.h"
+#include "runtime/monitoring/telemetry.h"
+#include "runtime/monitoring/text_table.h"
 #include "slurm/job_folder.h"
 
 namespace dlscale {

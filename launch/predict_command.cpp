@@ -9,7 +9,7 @@
 #include "io/sampler.h"
 #include "launch/commands.h"
 #include "launch/parse_options.h"
-#include "runtime/evaluation.h"
+#include "runtime/training/evaluation.h"
 
 namespace dlscale {
 

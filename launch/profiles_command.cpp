@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "launch/commands.h"
-#include "launch/profiles.h"
+#include "slurm/profiles.h"
 
 namespace dlscale {
 

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "launch/svg_chart.h"
+
 namespace dlscale {
 
 // One "type":"iteration" or "type":"validation" line of metrics.jsonl; NaN
@@ -68,25 +70,5 @@ std::string sweep_report_html(const SweepData& sweep);
 // writes its page to `output` (default PATH/report.html) through a temporary
 // file and a rename. Returns the path written.
 std::string write_report(const std::string& path, const std::string& output = "");
-
-// Building blocks, tested on their own.
-std::string html_escape(std::string_view text);
-
-struct ChartSeries {
-  std::string name;
-  std::vector<std::pair<double, double>> points;  // (x, y)
-  bool markers = false;  // dots on the points too (sparse series such as validations)
-};
-
-struct Chart {
-  std::string id, title, x_label, y_label;
-  std::vector<ChartSeries> series;
-  std::string no_data;  // what the chart says when it has no points
-  double y_min = 0, y_max = 0;  // a fixed y range when y_max > y_min; else from the data
-};
-
-// An <svg class="plot" id="plot-ID"> line chart with axes, ticks, labels and
-// a legend; one <polyline> per series that has points.
-std::string svg_line_chart(const Chart& chart);
 
 }  // namespace dlscale

@@ -5,7 +5,7 @@
 
 #include "launch/commands.h"
 #include "launch/parse_options.h"
-#include "launch/profiles.h"
+#include "slurm/profiles.h"
 #include "slurm/jobs.h"
 
 namespace dlscale {

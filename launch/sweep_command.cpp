@@ -22,9 +22,9 @@
 
 #include "launch/commands.h"
 #include "launch/parse_options.h"
-#include "launch/profiles.h"
+#include "slurm/profiles.h"
 #include "launch/train_options.h"
-#include "runtime/gpu.h"
+#include "runtime/core/gpu.h"
 #include "slurm/jobs.h"
 #include "slurm/process.h"
 #include "slurm/sweep.h"

@@ -7,9 +7,9 @@
 #include "launch/commands.h"
 #include "launch/cpu_binding.h"
 #include "launch/train_options.h"
-#include "runtime/blas.h"
-#include "runtime/preemption.h"
-#include "runtime/trainer.h"
+#include "runtime/core/blas.h"
+#include "runtime/training/preemption.h"
+#include "runtime/training/trainer.h"
 
 namespace dlscale {
 

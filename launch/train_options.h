@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "launch/commands.h"
-#include "runtime/training_options.h"
+#include "runtime/training/training_options.h"
 
 namespace dlscale {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "layers/cuda_layers.h"
-#include "runtime/gpu_context.cuh"
+#include "runtime/core/gpu_context.cuh"
 
 namespace dlscale::gpu {
 

@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "layers/conv2d_onednn.h"
-#include "runtime/blas.h"
+#include "runtime/core/blas.h"
 
 namespace dlscale {
 

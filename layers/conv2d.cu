@@ -21,7 +21,7 @@
 
 #include "layers/cuda_layers.h"
 #include "layers/mixed_precision.cuh"
-#include "runtime/gpu_context.cuh"
+#include "runtime/core/gpu_context.cuh"
 
 namespace dlscale::gpu {
 

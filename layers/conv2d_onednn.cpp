@@ -13,7 +13,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/error.h"
+#include "runtime/core/error.h"
 
 namespace dlscale {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/gpu_context.h"
+#include "runtime/core/gpu_context.h"
 
 namespace dlscale::gpu {
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "runtime/blas.h"
+#include "runtime/core/blas.h"
 
 namespace dlscale {
 

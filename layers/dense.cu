@@ -11,7 +11,7 @@
 // float32 result: the weight gradient comes out float32 directly.
 #include "layers/cuda_layers.h"
 #include "layers/mixed_precision.cuh"
-#include "runtime/gpu_context.cuh"
+#include "runtime/core/gpu_context.cuh"
 
 namespace dlscale::gpu {
 

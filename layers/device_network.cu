@@ -8,7 +8,7 @@
 #include "layers/conv2d.h"
 #include "layers/cuda_layers.h"
 #include "layers/device_network.cuh"
-#include "runtime/gpu_context.cuh"
+#include "runtime/core/gpu_context.cuh"
 
 namespace dlscale {
 

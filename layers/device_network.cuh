@@ -22,8 +22,8 @@
 
 #include "layers/cuda_layers.h"
 #include "layers/network.h"
-#include "runtime/cuda_optimizer.h"
-#include "runtime/gpu_context.h"
+#include "runtime/core/device_param.h"
+#include "runtime/core/gpu_context.h"
 
 namespace dlscale {
 

@@ -5,7 +5,7 @@
 // GPU and grid size. The hash is SplitMix64's finalizer (Steele, Lea, Flood
 // 2014), whose outputs for consecutive counters pass BigCrush.
 #include "layers/cuda_layers.h"
-#include "runtime/gpu_context.cuh"
+#include "runtime/core/gpu_context.cuh"
 
 namespace dlscale::gpu {
 

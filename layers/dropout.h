@@ -9,7 +9,7 @@
 
 #include "layers/layer.h"
 #include "layers/layer_spec.h"
-#include "runtime/rng.h"
+#include "runtime/core/rng.h"
 
 namespace dlscale {
 

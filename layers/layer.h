@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/rng.h"
-#include "runtime/tensor.h"
+#include "runtime/core/rng.h"
+#include "runtime/core/tensor.h"
 
 namespace dlscale {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/rng.h"
-#include "runtime/tensor.h"
+#include "runtime/core/rng.h"
+#include "runtime/core/tensor.h"
 
 namespace dlscale {
 

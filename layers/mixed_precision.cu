@@ -1,12 +1,12 @@
 // float32 <-> fp16/bf16 copies for automatic-mixed precision. Rounding is to
 // nearest; a float32 beyond fp16's range (65504) becomes ±Inf, so a loss
 // scale that is too large shows up as non-finite gradients, which the loss
-// scaler skips (runtime/loss_scaler.h).
+// scaler skips (runtime/training/loss_scaler.h).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "layers/mixed_precision.cuh"
-#include "runtime/gpu_context.cuh"
+#include "runtime/core/gpu_context.cuh"
 
 namespace dlscale::gpu {
 

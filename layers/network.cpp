@@ -7,7 +7,7 @@
 
 #include "layers/layer_spec.h"
 #include "layers/registry.h"
-#include "runtime/rng.h"
+#include "runtime/core/rng.h"
 
 namespace dlscale {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "layers/cuda_layers.h"
-#include "runtime/gpu_context.cuh"
+#include "runtime/core/gpu_context.cuh"
 
 namespace dlscale::gpu {
 

@@ -10,8 +10,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "launch/commands.h"
 #include "slurm/quoting.h"
+#include "runtime/core/error.h"
 
 namespace dlscale {
 

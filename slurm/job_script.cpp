@@ -7,7 +7,7 @@
 #include <regex>
 #include <sstream>
 
-#include "runtime/preemption.h"
+#include "runtime/training/preemption.h"
 #include "slurm/quoting.h"
 
 namespace dlscale {

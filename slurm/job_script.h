@@ -25,10 +25,14 @@
 #include <string>
 #include <vector>
 
-#include "launch/commands.h"
-#include "launch/profiles.h"
+#include "runtime/core/error.h"
+#include "runtime/training/preemption.h"
+#include "slurm/profiles.h"
 
 namespace dlscale {
+
+// Options for `dlscale train` carried into a job (the CLI's Args).
+using TrainArgs = std::vector<std::string>;
 
 // A dataset folder the job reads, by its train option (train-data, ...).
 struct DataFolder {
@@ -46,8 +50,8 @@ struct ScriptSpec {
   int array_parallel = 0;  // at most this many array tasks at once (0: no limit)
   std::vector<DataFolder> staged;  // copied to node-local storage first (slurm only)
   std::string checkpoint_root;  // absolute; empty: TASK/run/checkpoints, else ROOT/<job folder>[/trials/<i>]
-  Args checkpoint_defaults;  // slurm: train options that turn on periodic checkpoints when the config has none
-  Args train_args;       // extra `dlscale train` options
+  TrainArgs checkpoint_defaults;  // slurm: train options that turn on periodic checkpoints when the config has none
+  TrainArgs train_args;       // extra `dlscale train` options
 };
 
 // The script text. Throws UsageError for values that cannot go into a script

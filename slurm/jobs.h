@@ -5,8 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/commands.h"
-#include "launch/profiles.h"
+#include "slurm/profiles.h"
 #include "slurm/job_folder.h"
 #include "slurm/job_script.h"
 #include "slurm/job_status.h"
@@ -19,7 +18,7 @@ struct JobRequest {
   std::vector<std::string> configs;  // config files; more than one (or as_array) makes a job array
   bool as_array = false;             // trials/<i>/ folders even for a single config
   int array_parallel = 0;            // at most this many array tasks at once (0: no limit)
-  Args train_args;                   // extra `dlscale train` options
+  TrainArgs train_args;                   // extra `dlscale train` options
   bool dry_run = false;              // write the folder and script, submit nothing
   std::string dlscale;               // the executable the job runs; empty: this one
 };
@@ -33,9 +32,9 @@ JobRecord submit_job(const JobRequest& request);
 // The dataset folders a config reads (train-data, validation-data,
 // test-data), the extra train options winning over the file, made absolute
 // against `base`.
-std::vector<DataFolder> data_folders(const std::string& config, const Args& train_args, const std::string& base);
+std::vector<DataFolder> data_folders(const std::string& config, const TrainArgs& train_args, const std::string& base);
 // train_args without the dataset options (replaced by the staged copies).
-Args without_data_options(const Args& train_args);
+TrainArgs without_data_options(const TrainArgs& train_args);
 
 // Cancels a queued or running job (scancel, or TERM to a local job's process
 // group, then KILL after 10 s) and marks it cancelled. Returns false, doing

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "runtime/core/error.h"
 
 extern char** environ;
 

@@ -1,9 +1,9 @@
 // Shell and sbatch quoting for generated scripts (see quoting.h).
 #include "slurm/quoting.h"
+#include "runtime/core/error.h"
 
 #include <cctype>
 
-#include "launch/commands.h"
 
 namespace dlscale {
 

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "runtime/error.h"
+#include "runtime/core/error.h"
 #include "slurm/process.h"
 
 namespace dlscale {

@@ -27,7 +27,7 @@ std::string trim(const std::string& s) {
 }
 
 // The value of --NAME X or --NAME=X in args, or empty.
-std::string option_value(const Args& args, const std::string& name) {
+std::string option_value(const TrainArgs& args, const std::string& name) {
   std::string value;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--" + name && i + 1 < args.size()) value = args[i + 1];
@@ -36,7 +36,7 @@ std::string option_value(const Args& args, const std::string& name) {
   return value;
 }
 
-void check_train_args(const Args& args, bool slurm) {
+void check_train_args(const TrainArgs& args, bool slurm) {
   for (const auto& a : args) {
     for (const char* reserved : {"--output", "--config"})
       if (a == reserved || a.rfind(std::string(reserved) + "=", 0) == 0)
@@ -68,7 +68,7 @@ std::map<std::string, std::string> config_entries(const std::string& config) {
 const char* kDefaultCheckpointMinutes = "30";
 const char* kDefaultCheckpointKeep = "2";
 
-Args checkpoint_defaults(const JobRequest& r) {
+TrainArgs checkpoint_defaults(const JobRequest& r) {
   auto set_anywhere = [&](const std::string& key) {
     if (!option_value(r.train_args, key).empty()) return true;
     for (const auto& c : r.configs)
@@ -76,7 +76,7 @@ Args checkpoint_defaults(const JobRequest& r) {
     return false;
   };
   if (set_anywhere("checkpoint-frequency") || set_anywhere("checkpoint-minutes")) return {};
-  Args args = {"--checkpoint-minutes", kDefaultCheckpointMinutes};
+  TrainArgs args = {"--checkpoint-minutes", kDefaultCheckpointMinutes};
   if (!set_anywhere("checkpoint-keep")) args.insert(args.end(), {"--checkpoint-keep", kDefaultCheckpointKeep});
   return args;
 }
@@ -104,8 +104,8 @@ std::string checkpoint_root(const JobRequest& r, const std::string& base) {
 }
 
 // train_args without --checkpoint-path (the script passes this task's own folder).
-Args without_checkpoint_path(const Args& args) {
-  Args out;
+TrainArgs without_checkpoint_path(const TrainArgs& args) {
+  TrainArgs out;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--checkpoint-path") {
       ++i;  // and its value
@@ -116,7 +116,7 @@ Args without_checkpoint_path(const Args& args) {
   return out;
 }
 
-// One rank drives one GPU (runtime/execution.cpp): a second GPU per task
+// One rank drives one GPU (runtime/parallel/execution.cpp): a second GPU per task
 // would sit idle, so a profile asking for it is a mistake, said before sbatch.
 void check_one_gpu_per_task(const Profile& p) {
   if (p.gpus_per_task > 1)
@@ -160,7 +160,7 @@ std::vector<DataFolder> staged_folders(const JobRequest& r, const std::string& c
 
 }  // namespace
 
-std::vector<DataFolder> data_folders(const std::string& config, const Args& train_args, const std::string& base) {
+std::vector<DataFolder> data_folders(const std::string& config, const TrainArgs& train_args, const std::string& base) {
   std::map<std::string, std::string> found, entries = config_entries(config);
   for (const char* option : kDataOptions)
     if (auto it = entries.find(option); it != entries.end()) found[option] = it->second;
@@ -177,8 +177,8 @@ std::vector<DataFolder> data_folders(const std::string& config, const Args& trai
   return folders;
 }
 
-Args without_data_options(const Args& args) {
-  Args out;
+TrainArgs without_data_options(const TrainArgs& args) {
+  TrainArgs out;
   for (std::size_t i = 0; i < args.size(); ++i) {
     bool data = false;
     for (const char* option : kDataOptions) {
@@ -217,7 +217,7 @@ JobRecord submit_job(const JobRequest& r) {
   const std::string data_base =
       r.profile.data_root.empty() ? cwd : fs::absolute(expand_home(r.profile.data_root)).string();
   spec.staged = staged_folders(r, data_base);
-  const Args train_args = without_checkpoint_path(r.train_args);
+  const TrainArgs train_args = without_checkpoint_path(r.train_args);
   spec.train_args = spec.staged.empty() ? train_args : without_data_options(train_args);
   if (spec.staged.empty() && !r.profile.data_root.empty()) {
     spec.train_args = without_data_options(train_args);

@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "launch/commands.h"
 #include "slurm/quoting.h"
+#include "runtime/core/error.h"
 
 namespace dlscale {
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "runtime/text_table.h"
+#include "runtime/monitoring/text_table.h"
 #include "slurm/sweep.h"
 
 namespace dlscale {

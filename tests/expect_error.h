@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "runtime/error.h"
+#include "runtime/core/error.h"
 
 namespace dlscale::testing {
 

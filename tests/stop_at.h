@@ -1,12 +1,12 @@
 // trainnet stopped as a preemption signal would stop it, after iteration
-// stop_at (the DLSCALE_STOP_AT test hook, runtime/trainer.cpp): the run
+// stop_at (the DLSCALE_STOP_AT test hook, runtime/training/trainer.cpp): the run
 // writes a checkpoint there and returns stop_reason "preempted".
 #pragma once
 
 #include <cstdlib>
 #include <string>
 
-#include "runtime/trainer.h"
+#include "runtime/training/trainer.h"
 
 namespace dlscale::testing {
 

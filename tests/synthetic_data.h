@@ -9,7 +9,7 @@
 #include <string>
 
 #include "io/shard_writer.h"
-#include "runtime/rng.h"
+#include "runtime/core/rng.h"
 #include "scratch.h"
 
 namespace dlscale::testing {

@@ -17,7 +17,7 @@
 #include "io/file_checksum.h"
 #include "launch/train_options.h"
 #include "layers/network.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 
 namespace dlscale {
 namespace {

@@ -11,8 +11,8 @@
 #include "fuzz_util.h"
 #include "launch/train_options.h"
 #include "layers/network.h"
-#include "runtime/lr_schedule.h"
-#include "runtime/optimizer.h"
+#include "runtime/training/lr_schedule.h"
+#include "runtime/training/optimizer.h"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include "dlscale/config.h"
 #include "expect_error.h"
 #include "gpu/host_backing.h"
-#include "runtime/device_buffer.h"
-#include "runtime/gpu.h"
+#include "runtime/core/device_buffer.h"
+#include "runtime/core/gpu.h"
 
 namespace dlscale {
 namespace {

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/device_allocator.h"
+#include "runtime/core/device_allocator.h"
 
 namespace dlscale::testing {
 

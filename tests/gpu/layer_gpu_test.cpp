@@ -34,11 +34,11 @@
 #include "layers/cuda_layers.h"
 #include "layers/layer_factory.h"
 #include "layers/softmax.h"
-#include "runtime/cuda_optimizer.h"
-#include "runtime/gpu.h"
-#include "runtime/gpu_context.h"
-#include "runtime/optimizer.h"
-#include "runtime/rng.h"
+#include "runtime/training/cuda_optimizer.h"
+#include "runtime/core/gpu.h"
+#include "runtime/core/gpu_context.h"
+#include "runtime/training/optimizer.h"
+#include "runtime/core/rng.h"
 
 namespace dlscale {
 namespace {

@@ -28,8 +28,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/gpu.h"
-#include "runtime/trainer.h"
+#include "runtime/core/gpu.h"
+#include "runtime/training/trainer.h"
 #include "stop_at.h"
 #include "synthetic_data.h"
 

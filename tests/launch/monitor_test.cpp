@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "cli_helpers.h"
-#include "runtime/telemetry.h"
+#include "runtime/monitoring/telemetry.h"
 #include "slurm/job_folder.h"
 
 namespace dlscale::testing {

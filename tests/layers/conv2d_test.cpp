@@ -12,7 +12,7 @@
 
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
-#include "runtime/blas.h"
+#include "runtime/core/blas.h"
 
 namespace dlscale {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "layers/layer.h"
-#include "runtime/rng.h"
+#include "runtime/core/rng.h"
 
 namespace dlscale::testing {
 

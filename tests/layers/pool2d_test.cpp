@@ -11,7 +11,7 @@
 #include "expect_error.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
-#include "runtime/blas.h"
+#include "runtime/core/blas.h"
 
 namespace dlscale {
 namespace {

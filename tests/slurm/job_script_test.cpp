@@ -172,7 +172,7 @@ class OwnCheckpoints : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir); }
 
-  JobRecord submit(const std::vector<std::string>& configs, const Args& train_args = {}) {
+  JobRecord submit(const std::vector<std::string>& configs, const TrainArgs& train_args = {}) {
     JobRequest r;
     r.profile.name = "cluster";
     r.profile.type = "slurm";
@@ -338,7 +338,7 @@ TEST(DataFolders, ConfigThenCommandLineMadeAbsolute) {
   EXPECT_EQ(folders[0].source, "/work/data/train");
   EXPECT_EQ(folders[1].source, "/abs/val");
   EXPECT_EQ(folders[2].source, "/work/other/test");
-  EXPECT_EQ(without_data_options({"--test-data", "x", "--seed", "1", "--train-data=y"}), (Args{"--seed", "1"}));
+  EXPECT_EQ(without_data_options({"--test-data", "x", "--seed", "1", "--train-data=y"}), (TrainArgs{"--seed", "1"}));
   std::filesystem::remove_all(dir);
 }
 

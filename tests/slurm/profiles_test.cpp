@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launch/commands.h"
-#include "launch/profiles.h"
+#include "runtime/core/error.h"
+#include "slurm/profiles.h"
 #include "slurm/jobs.h"
 
 namespace dlscale {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "launch/commands.h"
+#include "runtime/core/error.h"
 #include "slurm/process.h"
 #include "slurm/quoting.h"
 

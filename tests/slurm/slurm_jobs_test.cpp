@@ -6,7 +6,7 @@
 #include <signal.h>
 
 #include "job_helpers.h"
-#include "launch/profiles.h"
+#include "slurm/profiles.h"
 #include "slurm/jobs.h"
 
 namespace dlscale::testing {

@@ -1,0 +1,271 @@
+// A GPU rank's training step: pinned staging on a copy stream, the device
+// network, gradient buckets all-reduced with NCCL as backward finishes them,
+// the loss-scale check and the device solver.
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <unordered_map>
+
+#include "layers/cuda_layers.h"
+#include "layers/device_network.cuh"
+#include "runtime/training/device_optimizer.cuh"
+#include "runtime/core/gpu_context.cuh"
+#include "runtime/training/gpu_training.h"
+#include "runtime/parallel/nccl_allreduce.h"
+
+namespace dlscale {
+
+namespace {
+
+// Two slots of pinned host memory and device memory for batches, copied on
+// a stream of their own so the next batch is on the device before the
+// current step ends (the seed's minibatchqueue onto gpuArray). A slot is
+// refilled only after the compute stream is done with its last batch.
+class BatchStager {
+ public:
+  struct Staged {
+    const float* x = nullptr;
+    const std::int32_t* labels = nullptr;
+    std::int64_t batch = 0;
+    int slot = 0;
+  };
+
+  explicit BatchStager(GpuContext& ctx) : ctx_(ctx) {
+    DLSCALE_CHECK_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    for (Slot& s : slots_) {
+      DLSCALE_CHECK_CUDA(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+      DLSCALE_CHECK_CUDA(cudaEventCreateWithFlags(&s.consumed, cudaEventDisableTiming));
+    }
+  }
+  ~BatchStager() {
+    if (copy_stream_) cudaStreamSynchronize(copy_stream_);
+    for (Slot& s : slots_) {
+      if (s.copied) cudaEventDestroy(s.copied);
+      if (s.consumed) cudaEventDestroy(s.consumed);
+    }
+    if (copy_stream_) cudaStreamDestroy(copy_stream_);
+  }
+  BatchStager(const BatchStager&) = delete;
+  BatchStager& operator=(const BatchStager&) = delete;
+
+  // Queues batch's copy; at most two batches are staged and not yet taken.
+  void stage(const Batch& batch) {
+    DLSCALE_REQUIRE(queued_.size() < slots_.size(), "more than two batches staged");
+    DLSCALE_REQUIRE(batch.x.dtype() == DType::f32, "the GPU backend trains on float32 batches");
+    const int k = next_slot_;
+    next_slot_ = (next_slot_ + 1) % static_cast<int>(slots_.size());
+    Slot& s = slots_[k];
+    const std::size_t x_bytes = batch.x.bytes(), label_bytes = sizeof(std::int32_t) * batch.labels.size();
+    // The pinned block may still be feeding this slot's previous copy.
+    DLSCALE_CHECK_CUDA(cudaEventSynchronize(s.copied));
+    if (s.host.bytes() < x_bytes + label_bytes) {
+      s.host = DeviceBuffer(ctx_.pinned_allocator(), x_bytes + label_bytes);
+      s.device = ctx_.alloc(x_bytes + label_bytes);
+    }
+    std::memcpy(s.host.get(), batch.x.raw(), x_bytes);
+    std::memcpy(s.host.as<char>() + x_bytes, batch.labels.data(), label_bytes);
+    // The device block may still be read by the step that used it last.
+    DLSCALE_CHECK_CUDA(cudaStreamWaitEvent(copy_stream_, s.consumed, 0));
+    DLSCALE_CHECK_CUDA(
+        cudaMemcpyAsync(s.device.get(), s.host.get(), x_bytes + label_bytes, cudaMemcpyHostToDevice, copy_stream_));
+    DLSCALE_CHECK_CUDA(cudaEventRecord(s.copied, copy_stream_));
+    queued_.push_back({s.device.as<float>(), reinterpret_cast<const std::int32_t*>(s.device.as<char>() + x_bytes),
+                       batch.x.rank() ? batch.x.dim(0) : 0, k});
+  }
+
+  bool empty() const { return queued_.empty(); }
+  void clear() { queued_.clear(); }
+
+  // The oldest staged batch; work queued on the compute stream after this waits for its copy.
+  Staged take() {
+    DLSCALE_REQUIRE(!queued_.empty(), "no staged batch");
+    Staged front = queued_.front();
+    queued_.pop_front();
+    DLSCALE_CHECK_CUDA(cudaStreamWaitEvent(gpu::stream(ctx_), slots_[front.slot].copied, 0));
+    return front;
+  }
+  // The compute stream has queued everything that reads the batch.
+  void release(const Staged& staged) {
+    DLSCALE_CHECK_CUDA(cudaEventRecord(slots_[staged.slot].consumed, gpu::stream(ctx_)));
+  }
+
+ private:
+  struct Slot {
+    DeviceBuffer host, device;  // x then labels
+    cudaEvent_t copied = nullptr, consumed = nullptr;
+  };
+  GpuContext& ctx_;
+  cudaStream_t copy_stream_ = nullptr;
+  std::array<Slot, 2> slots_;
+  int next_slot_ = 0;
+  std::deque<Staged> queued_;
+};
+
+// GradientBuckets' plan on device gradients: bucket b is one contiguous
+// range of DeviceNetwork's gradient block, all-reduced in place by NCCL as
+// soon as backward has queued its last gradient (PyTorch DDP's overlap).
+// Every rank's gradient already carries 1/global batch, so the sum is the
+// mean gradient, as on the CPU path.
+class DeviceBuckets {
+ public:
+  DeviceBuckets(const GradientBuckets& plan, const DeviceNetwork& net, NcclAllreduce& nccl, GpuContext& ctx)
+      : nccl_(nccl), ctx_(ctx) {
+    for (std::size_t b = 0; b < plan.bucket_count(); ++b) {
+      Range r;
+      const auto& params = plan.bucket_params(b);
+      r.data = net.device_param(params.front()).grad;
+      for (const Param* p : params) {
+        const gpu::DeviceParam& d = net.device_param(p);
+        DLSCALE_REQUIRE(d.grad == r.data + r.count, "device gradients are not laid out in bucket order");
+        r.count += static_cast<std::size_t>(d.count);
+        bucket_of_[p] = ranges_.size();
+      }
+      r.params = params.size();
+      r.pending = r.params;
+      ranges_.push_back(r);
+    }
+  }
+
+  void mark_ready(const std::vector<Param*>& ready) {
+    for (const Param* p : ready) {
+      auto it = bucket_of_.find(p);
+      if (it != bucket_of_.end() && ranges_[it->second].pending > 0) --ranges_[it->second].pending;
+    }
+    // In plan order, so every rank issues the same NCCL calls in the same order.
+    while (next_ < ranges_.size() && ranges_[next_].pending == 0) start(ranges_[next_++]);
+  }
+
+  // Starts what is left and waits for every sum; the compute stream may go on.
+  void finish() {
+    while (next_ < ranges_.size()) start(ranges_[next_++]);
+    nccl_.wait();
+    for (Range& r : ranges_) r.pending = r.params;
+    next_ = 0;
+  }
+
+ private:
+  struct Range {
+    float* data = nullptr;
+    std::size_t count = 0, params = 0, pending = 0;
+  };
+  void start(const Range& r) { nccl_.start(r.data, r.count, DType::f32, gpu::stream(ctx_)); }
+
+  NcclAllreduce& nccl_;
+  GpuContext& ctx_;
+  std::vector<Range> ranges_;
+  std::unordered_map<const Param*, std::size_t> bucket_of_;
+  std::size_t next_ = 0;
+};
+
+class CudaTraining final : public GpuTraining {
+ public:
+  CudaTraining(Network& net, Optimizer& optimizer, GradientBuckets& buckets, Communicator& comm,
+               const GpuTrainingOptions& o)
+      : host_net_(net),
+        host_buckets_(buckets),
+        comm_(comm),
+        ctx_(o.device, comm.rank(), GpuOptions{o.deterministic, false}),
+        net_(net, ctx_, o.dropout_seed, gpu::math_precision_from_name(o.half_type)),
+        optimizer_(optimizer, net.params(), net_.params(), ctx_),
+        stager_(ctx_) {
+    if (comm.size() > 1 && o.nccl) {
+      nccl_ = std::make_unique<NcclAllreduce>(comm, o.device, o.deterministic);
+      buckets_ = std::make_unique<DeviceBuckets>(buckets, net_, *nccl_, ctx_);
+    }
+  }
+
+  GpuStepResult step(const Batch& batch, const Batch* next, double normalizer, double learn_rate,
+                     std::int64_t iteration, LossScaler* scaler) override {
+    if (stager_.empty()) stager_.stage(batch);
+    const BatchStager::Staged staged = stager_.take();
+    DLSCALE_REQUIRE(staged.batch == static_cast<std::int64_t>(batch.labels.size()),
+                    "the staged batch is not the one being trained");
+    const float* logits = net_.forward_logits(staged.x, staged.batch, true, static_cast<std::uint64_t>(iteration));
+    // The next batch's copy overlaps this step from here on.
+    if (next) stager_.stage(*next);
+    DeviceBuffer dlogits = ctx_.alloc(sizeof(float) * std::max<std::int64_t>(staged.batch * net_.num_classes(), 1));
+    const gpu::LossSums sums = gpu::softmax_cross_entropy(ctx_, logits, staged.labels, staged.batch,
+                                                          net_.num_classes(), normalizer, dlogits.as<float>());
+    net_.backward(dlogits.as<float>(), [&](const std::vector<Param*>& ready) {
+      if (buckets_) buckets_->mark_ready(ready);
+    });
+    stager_.release(staged);
+    reduce_gradients();
+    GpuStepResult result{{sums.loss_sum, sums.correct}, true};
+    if (scaler) {
+      float* grads = net_.gradient_block();
+      const std::int64_t n = net_.gradient_count();
+      gpu::scale(ctx_, grads, n, 1.0 / scaler->scale());
+      const bool finite = std::isfinite(gpu::squared_norm(ctx_, grads, n));
+      result.step_taken = scaler->decide(finite, std::isfinite(sums.loss_sum), iteration + 1, comm_);
+    }
+    if (result.step_taken) optimizer_.step(learn_rate);
+    return result;
+  }
+
+  void clear_staged() override { stager_.clear(); }
+
+  LossResult evaluate(const Batch& batch) override {
+    DeviceBuffer x = to_device(ctx_, batch.x);
+    DeviceBuffer labels = ctx_.alloc(sizeof(std::int32_t) * std::max<std::size_t>(batch.labels.size(), 1));
+    ctx_.upload(labels.get(), batch.labels.data(), sizeof(std::int32_t) * batch.labels.size());
+    const std::int64_t n = static_cast<std::int64_t>(batch.labels.size());
+    const float* logits = net_.forward_logits(x.as<float>(), n, false, 0);
+    const gpu::LossSums sums =
+        gpu::softmax_cross_entropy(ctx_, logits, labels.as<std::int32_t>(), n, net_.num_classes(), 1.0, nullptr);
+    return {sums.loss_sum, sums.correct};
+  }
+
+  void to_host() override {
+    net_.to_host();
+    optimizer_.to_host();
+  }
+  void from_host() override {
+    net_.from_host();
+    optimizer_.from_host();
+  }
+
+ private:
+  // NCCL buckets were started during backward; the MPI path of a mixed job
+  // takes the gradients through the host buckets instead.
+  void reduce_gradients() {
+    if (buckets_) {
+      buckets_->finish();
+      return;
+    }
+    if (comm_.size() == 1) return;
+    const auto params = host_net_.params();
+    const auto& device = net_.params();
+    for (std::size_t i = 0; i < params.size(); ++i)
+      ctx_.download(params[i]->grad.raw(), device[i].grad, params[i]->grad.bytes());
+    host_buckets_.mark_ready(params);
+    host_buckets_.finish();
+    for (std::size_t i = 0; i < params.size(); ++i)
+      ctx_.upload(device[i].grad, params[i]->grad.raw(), params[i]->grad.bytes());
+    ctx_.synchronize();
+  }
+
+  Network& host_net_;
+  GradientBuckets& host_buckets_;
+  Communicator& comm_;
+  GpuContext ctx_;
+  DeviceNetwork net_;
+  DeviceOptimizer optimizer_;
+  BatchStager stager_;
+  std::unique_ptr<NcclAllreduce> nccl_;
+  std::unique_ptr<DeviceBuckets> buckets_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuTraining> make_gpu_training(Network& net, Optimizer& optimizer, GradientBuckets& buckets,
+                                               Communicator& comm, const GpuTrainingOptions& options) {
+  if (net.dtype() != DType::f32)
+    fail("rank " + std::to_string(comm.rank()) + " trains on a GPU, which computes in single precision; set "
+         "training-precision=single (double is for CPU ranks)");
+  return std::make_unique<CudaTraining>(net, optimizer, buckets, comm, options);
+}
+
+}  // namespace dlscale

@@ -1,0 +1,307 @@
+// Checkpoint and resume under mpirun -n 2: a run stopped at a step boundary
+// and resumed with --resume auto ends with bitwise the same weights as an
+// uninterrupted run (same seed, rank count and threads); a corrupt newest
+// checkpoint is set aside; a different rank count resumes with a re-split and
+// ends with the weights of an uninterrupted run; checkpoint-keep bounds the
+// files kept and never deletes the checkpoint just written; a fresh run into a
+// folder of checkpoints is refused; an explicit older checkpoint sets the
+// newer ones aside; ranks that restore different contents are stopped.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "io/hdf5.h"
+#include "io/shard_writer.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/trainer.h"
+#include "stop_at.h"
+#include "synthetic_data.h"
+
+namespace dlscale::testing {
+namespace {
+
+TrainingOptions options(const fs::path& dir, const std::string& run) {
+  TrainingOptions o;
+  o.train_data = (dir / "train").string();
+  o.validation_data = (dir / "train").string();
+  o.network.input_shape = {1, 8, 8};
+  o.network.layer_lines = {"conv2d filters=4 kernel=3 padding=same", "batchnorm", "relu", "maxpool size=2",
+                           "dense units=16", "relu", "dropout rate=0.3", "dense units=4", "softmax"};
+  o.solver.solver = "adam";
+  o.schedule.initial_learn_rate = 0.01;
+  o.schedule.schedule = "cosine";
+  o.max_epochs = 3;
+  o.mini_batch_size = 16;
+  o.shuffle = ShuffleMode::every_epoch;
+  o.validation_frequency = 10;
+  o.verbose = false;
+  o.seed = 3;
+  o.threads = 1;
+  o.checkpoint_frequency = 7;
+  o.checkpoint_frequency_unit = "iteration";
+  o.execution_environment = "parallel-cpu";
+  o.config_text = "resume test";
+  o.output = (dir / run).string();
+  return o;
+}
+
+std::vector<std::vector<double>> weights(Network& net) {
+  std::vector<std::vector<double>> all;
+  for (auto& [name, t] : net.named_tensors()) {
+    std::vector<double> v(t->numel());
+    for (std::int64_t i = 0; i < t->numel(); ++i) v[i] = t->at(i);
+    all.push_back(std::move(v));
+  }
+  return all;
+}
+
+class Resume : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    dir_ = scratch_root() / "resume";
+    if (rank == 0) {
+      fs::remove_all(dir_);
+      fs::create_directories(dir_);
+      write_dataset((dir_ / "train").string(), separable_images(480, 4, 8), 2);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  static fs::path dir_;
+};
+fs::path Resume::dir_;
+
+TEST_F(Resume, StoppedAndResumedEqualsUninterruptedBitwise) {
+  Communicator comm;
+  ASSERT_EQ(comm.size(), 2) << "run with mpirun -n 2";
+  TrainingResult whole = trainnet(options(dir_, "whole"), comm);
+  ASSERT_EQ(whole.iterations, 90);
+
+  TrainingResult stopped = train_stopping_at(options(dir_, "parts"), comm, 37);
+  EXPECT_EQ(stopped.stop_reason, "preempted");
+  EXPECT_EQ(stopped.iterations, 37);
+  EXPECT_FALSE(fs::exists(dir_ / "parts" / "model.h5"));
+  auto o = options(dir_, "parts");
+  o.resume = "auto";
+  TrainingResult resumed = trainnet(o, comm);
+  EXPECT_EQ(resumed.iterations, 90);
+  EXPECT_EQ(resumed.stop_reason, "max epochs");
+  EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
+  EXPECT_EQ(*whole.validation_accuracy, *resumed.validation_accuracy);
+  if (comm.rank() == 0) {  // and the files themselves: what `cmp` checks after a deterministic run
+    EXPECT_TRUE(read_file(dir_ / "whole" / "model.h5") == read_file(dir_ / "parts" / "model.h5"))
+        << "model.h5 of the resumed run differs in its bytes from the whole run's";
+  }
+}
+
+TEST_F(Resume, CorruptNewestCheckpointIsSkipped) {
+  Communicator comm;
+  train_stopping_at(options(dir_, "corrupt"), comm, 20);  // checkpoints at 7, 14 and the stop at 20
+  if (comm.rank() == 0) {
+    auto newest = dir_ / "corrupt" / "checkpoints" / "ckpt-20.h5";
+    ASSERT_TRUE(fs::exists(newest));
+    fs::resize_file(newest, fs::file_size(newest) / 3);
+  }
+  comm.barrier();
+  auto o = options(dir_, "corrupt");
+  o.resume = "auto";
+  TrainingResult r = trainnet(o, comm);
+  EXPECT_EQ(r.iterations, 90);
+  if (comm.rank() == 0) {
+    std::string text = read_file(dir_ / "corrupt" / "log.txt");
+    EXPECT_NE(text.find("skipped, damaged"), std::string::npos) << text;
+    EXPECT_NE(text.find("ckpt-14.h5 at iteration 14"), std::string::npos) << text;
+    EXPECT_TRUE(fs::exists(dir_ / "corrupt" / "checkpoints" / "set-aside" / "ckpt-20.h5"))
+        << "the damaged checkpoint is moved aside, not deleted";
+  }
+}
+
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The review's case: resuming past damaged checkpoints newer than the next
+// one this run writes, with checkpoint-keep = 1. Pruning by iteration over the
+// whole folder deleted the new checkpoint and kept a damaged one.
+TEST_F(Resume, KeepOneNeverDeletesTheCheckpointJustWritten) {
+  Communicator comm;
+  train_stopping_at(options(dir_, "keep-one"), comm, 27);  // checkpoints at 7, 14, 21 and the stop at 27
+  const fs::path ckpt = dir_ / "keep-one" / "checkpoints";
+  if (comm.rank() == 0)
+    for (const char* name : {"ckpt-21.h5", "ckpt-27.h5"}) fs::resize_file(ckpt / name, fs::file_size(ckpt / name) / 3);
+  comm.barrier();
+  auto o = options(dir_, "keep-one");
+  o.resume = "auto";
+  o.checkpoint_keep = 1;
+  TrainingResult stopped = train_stopping_at(o, comm, 23);  // from 14; writes 21, then the stop's 23
+  EXPECT_EQ(stopped.iterations, 23);
+  if (comm.rank() == 0) {
+    EXPECT_EQ(names_in(ckpt), (std::vector<std::string>{"ckpt-23.h5", "set-aside"}));
+    EXPECT_EQ(names_in(ckpt / "set-aside"), (std::vector<std::string>{"ckpt-21.h5", "ckpt-27.h5"}));
+  }
+  comm.barrier();
+  TrainingResult finished = trainnet(o, comm);
+  EXPECT_EQ(finished.iterations, 90);
+}
+
+TEST_F(Resume, FreshRunIntoAFolderWithCheckpointsIsRefusedUnlessOverwrite) {
+  Communicator comm;
+  train_stopping_at(options(dir_, "reuse"), comm, 10);  // ckpt-7 and ckpt-10
+  try {
+    trainnet(options(dir_, "reuse"), comm);
+    ADD_FAILURE() << "a fresh run into a folder of checkpoints must be refused";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds 2 checkpoint(s) of an earlier run (newest ckpt-10.h5)"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--resume auto"), std::string::npos) << e.what();
+  }
+  const fs::path ckpt = dir_ / "reuse" / "checkpoints";
+  if (comm.rank() == 0) EXPECT_EQ(names_in(ckpt), (std::vector<std::string>{"ckpt-10.h5", "ckpt-7.h5"}));
+  comm.barrier();
+  auto o = options(dir_, "reuse");
+  o.overwrite = true;
+  o.checkpoint_keep = 1;
+  TrainingResult r = trainnet(o, comm);
+  EXPECT_EQ(r.iterations, 90);
+  if (comm.rank() == 0) {
+    EXPECT_EQ(names_in(ckpt), (std::vector<std::string>{"ckpt-84.h5", "set-aside"}));
+    EXPECT_EQ(names_in(ckpt / "set-aside"), (std::vector<std::string>{"ckpt-10.h5", "ckpt-7.h5"}));
+  }
+}
+
+TEST_F(Resume, ExplicitOlderCheckpointSetsTheNewerOnesAside) {
+  Communicator comm;
+  train_stopping_at(options(dir_, "branch"), comm, 20);  // 7, 14, 20
+  const fs::path ckpt = dir_ / "branch" / "checkpoints";
+  auto o = options(dir_, "branch");
+  o.resume = (ckpt / "ckpt-7.h5").string();
+  train_stopping_at(o, comm, 12);  // a new branch from 7, stopped at 12
+  if (comm.rank() == 0) {
+    EXPECT_EQ(names_in(ckpt), (std::vector<std::string>{"ckpt-12.h5", "ckpt-7.h5", "set-aside"}));
+    EXPECT_EQ(names_in(ckpt / "set-aside"), (std::vector<std::string>{"ckpt-14.h5", "ckpt-20.h5"}));
+  }
+  comm.barrier();
+  o.resume = "auto";
+  TrainingResult r = trainnet(o, comm);
+  EXPECT_EQ(r.iterations, 90);
+  if (comm.rank() == 0) {
+    std::string text = read_file(dir_ / "branch" / "log.txt");
+    EXPECT_NE(text.find("ckpt-12.h5 at iteration 12"), std::string::npos) << "auto must continue the new branch";
+  }
+}
+
+std::string attribute(const std::string& path, const char* name) {
+  auto lock = hdf5_lock();
+  H5Id file = open_h5_read(path);
+  return read_string_attribute(file.get(), name, path);
+}
+
+// Each rank reads the checkpoint itself; should the filesystem serve ranks
+// different contents, training would sum gradients of different weights.
+TEST_F(Resume, RanksRestoringDifferentContentsAreStopped) {
+  Communicator comm;
+  train_stopping_at(options(dir_, "differ"), comm, 14);  // 7, 14
+  const fs::path ckpt = dir_ / "differ" / "checkpoints";
+  const std::string path = (ckpt / (comm.rank() == 0 ? "ckpt-14.h5" : "ckpt-7.h5")).string();
+  const CheckpointIdentity id{attribute(path, "network_hash"), attribute(path, "config_hash")};
+  auto o = options(dir_, "differ");
+  Network net(o.network, DType::f32, o.seed);
+  auto optimizer = make_optimizer(o.solver);
+  std::vector<std::string> notes;
+  try {
+    restore_checkpoint(path, net, *optimizer, id, comm, notes);
+    ADD_FAILURE() << "ranks that restored different states must be stopped";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 restored another state from"), std::string::npos) << e.what();
+  }
+}
+
+// Resuming on another rank count continues the same global batches: the
+// result equals an uninterrupted run up to the rounding of the sums. The
+// network has no dropout (its streams restart on a re-split) and no batch norm
+// (its statistics are per rank), and trains in float64, where that rounding
+// stays below 1e-9 relative (see data_parallel_test.cpp).
+TEST_F(Resume, OtherRankCountEndsWithTheWeightsOfAnUninterruptedRun) {
+  Communicator world;
+  auto plain = [&](const std::string& run) {
+    auto o = options(dir_, run);
+    o.network.layer_lines = {"conv2d filters=4 kernel=3 padding=same", "relu", "maxpool size=2",
+                             "dense units=16", "relu", "dense units=4", "softmax"};
+    o.training_precision = "double";
+    return o;
+  };
+  auto single = world.split(world.rank() == 0);
+  TrainingResult whole_two = trainnet(plain("plain-2"), world);
+  std::vector<std::vector<double>> whole_one;
+  if (single) whole_one = weights(*trainnet(plain("plain-1"), *single).network);
+  // 2 → 1: two ranks stop at 30, one rank finishes.
+  train_stopping_at(plain("two-to-one"), world, 30);
+  // 1 → 2: one rank stops at 30, two ranks finish.
+  if (single) train_stopping_at(plain("one-to-two"), *single, 30);
+  world.barrier();
+  auto resumed = [&](const std::string& run) {
+    auto o = plain(run);
+    o.resume = "auto";
+    return o;
+  };
+  TrainingResult one_to_two = trainnet(resumed("one-to-two"), world);
+  auto difference = [](const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+    double worst = 0;
+    for (std::size_t t = 0; t < a.size(); ++t)
+      for (std::size_t i = 0; i < a[t].size(); ++i)
+        worst = std::max(worst, std::abs(a[t][i] - b[t][i]) / std::max(1.0, std::abs(a[t][i])));
+    return worst;
+  };
+  EXPECT_EQ(one_to_two.iterations, 90);
+  EXPECT_LE(difference(weights(*whole_two.network), weights(*one_to_two.network)), 1e-9);
+  if (single) {
+    TrainingResult two_to_one = trainnet(resumed("two-to-one"), *single);
+    EXPECT_EQ(two_to_one.iterations, 90);
+    EXPECT_LE(difference(whole_one, weights(*two_to_one.network)), 1e-9);
+    // The uninterrupted 1- and 2-rank runs agree as closely.
+    EXPECT_LE(difference(whole_one, weights(*whole_two.network)), 1e-9);
+  }
+  world.barrier();
+}
+
+TEST_F(Resume, OtherRankCountResumesWithAResplit) {
+  Communicator world;
+  train_stopping_at(options(dir_, "resplit"), world, 30);
+  world.barrier();
+  // Each rank alone resumes its own copy of the 2-rank run.
+  if (world.rank() == 0) fs::copy(dir_ / "resplit", dir_ / "resplit-1", fs::copy_options::recursive);
+  world.barrier();
+  auto single = world.split(world.rank() == 0);
+  if (single) {
+    auto o = options(dir_, "resplit-1");
+    o.resume = "auto";
+    TrainingResult r = trainnet(o, *single);
+    EXPECT_EQ(r.iterations, 90);
+    std::string text = read_file(dir_ / "resplit-1" / "log.txt");
+    EXPECT_NE(text.find("resuming a 2-rank checkpoint on 1 ranks"), std::string::npos) << text;
+  }
+  world.barrier();
+}
+
+TEST_F(Resume, CheckpointKeepBoundsTheFiles) {
+  Communicator comm;
+  auto o = options(dir_, "keep");
+  o.checkpoint_keep = 2;
+  trainnet(o, comm);
+  if (comm.rank() == 0) {
+    std::vector<std::string> names;
+    for (auto& e : fs::directory_iterator(dir_ / "keep" / "checkpoints")) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    // 90 iterations, every 7th checkpointed: 77 and 84 are the newest two.
+    EXPECT_EQ(names, (std::vector<std::string>{"ckpt-77.h5", "ckpt-84.h5"}));
+  }
+}
+
+}  // namespace
+}  // namespace dlscale::testing
