@@ -65,7 +65,10 @@ int end_job_with_error(const std::string& message, int code) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   if (world_rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
-  std::cerr << "dlscale: rank " << world_rank() << " (" << host << "): error: " << message << std::endl;
+  // One write, so that the line arrives whole between mpirun's own messages.
+  const std::string line = "dlscale: rank " + std::to_string(world_rank()) + " (" + host + "): error: " + message + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, code);
   return code;  // not reached: MPI_Abort ends this process
 }
