@@ -7,7 +7,6 @@
 #include <deque>
 #include <functional>
 #include <string>
-#include <unordered_map>
 
 #include "layers/cuda_layers.h"
 #include "layers/device_network.cuh"

@@ -12,8 +12,10 @@
 //    in two buckets, naming bucket and param.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "expect_error.h"
