@@ -18,7 +18,9 @@ class NcclAllreduce {
  public:
   // Collective over comm; `device` is this rank's GPU (ExecutionPlan::gpu_index).
   // deterministic: NCCL_ALGO as runtime/parallel/nccl_env.h says, before NCCL starts.
-  NcclAllreduce(Communicator& comm, int device, bool deterministic = false);
+  // premul_factor != 1: every rank's input is multiplied by it before the sum
+  // (ncclRedOpCreatePreMulSum), the DLSCALE_GPU_REDUCE=nccl-x2 test hook.
+  NcclAllreduce(Communicator& comm, int device, bool deterministic = false, float premul_factor = 1.0f);
   ~NcclAllreduce();
   NcclAllreduce(const NcclAllreduce&) = delete;
   NcclAllreduce& operator=(const NcclAllreduce&) = delete;

@@ -11,7 +11,7 @@ namespace {
 }
 }  // namespace
 
-NcclAllreduce::NcclAllreduce(Communicator&, int, bool) { not_compiled(); }
+NcclAllreduce::NcclAllreduce(Communicator&, int, bool, float) { not_compiled(); }
 NcclAllreduce::~NcclAllreduce() = default;
 void NcclAllreduce::start(void*, std::size_t, DType, void*) { not_compiled(); }
 void NcclAllreduce::wait() { not_compiled(); }

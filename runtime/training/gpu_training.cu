@@ -5,14 +5,15 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <string>
-#include <unordered_map>
 
 #include "layers/cuda_layers.h"
 #include "layers/device_network.cuh"
 #include "runtime/training/device_optimizer.cuh"
 #include "runtime/core/gpu_context.cuh"
 #include "runtime/training/gpu_training.h"
+#include "runtime/parallel/bucket_schedule.h"
 #include "runtime/parallel/nccl_allreduce.h"
 
 namespace dlscale {
@@ -107,56 +108,42 @@ class BatchStager {
 // range of DeviceNetwork's gradient block, all-reduced in place by NCCL as
 // soon as backward has queued its last gradient (PyTorch DDP's overlap).
 // Every rank's gradient already carries 1/global batch, so the sum is the
-// mean gradient, as on the CPU path.
-class DeviceBuckets {
+// mean gradient, as on the CPU path. Which bucket starts when, and the
+// layout check, are BucketSchedule's (tested in CI without a GPU); this
+// class only turns its ranges into NCCL calls on the compute stream.
+class DeviceBuckets final : public BucketReducer {
  public:
   DeviceBuckets(const GradientBuckets& plan, const DeviceNetwork& net, NcclAllreduce& nccl, GpuContext& ctx)
-      : nccl_(nccl), ctx_(ctx) {
-    for (std::size_t b = 0; b < plan.bucket_count(); ++b) {
-      Range r;
-      const auto& params = plan.bucket_params(b);
-      r.data = net.device_param(params.front()).grad;
-      for (const Param* p : params) {
-        const gpu::DeviceParam& d = net.device_param(p);
-        DLSCALE_REQUIRE(d.grad == r.data + r.count, "device gradients are not laid out in bucket order");
-        r.count += static_cast<std::size_t>(d.count);
-        bucket_of_[p] = ranges_.size();
-      }
-      r.params = params.size();
-      r.pending = r.params;
-      ranges_.push_back(r);
-    }
-  }
+      : nccl_(nccl), ctx_(ctx), block_(net.gradient_block()), schedule_(plan_of(plan), span_in(net), *this) {}
 
-  void mark_ready(const std::vector<Param*>& ready) {
-    for (const Param* p : ready) {
-      auto it = bucket_of_.find(p);
-      if (it != bucket_of_.end() && ranges_[it->second].pending > 0) --ranges_[it->second].pending;
-    }
-    // In plan order, so every rank issues the same NCCL calls in the same order.
-    while (next_ < ranges_.size() && ranges_[next_].pending == 0) start(ranges_[next_++]);
-  }
-
+  void mark_ready(const std::vector<Param*>& ready) { schedule_.mark_ready(ready); }
   // Starts what is left and waits for every sum; the compute stream may go on.
-  void finish() {
-    while (next_ < ranges_.size()) start(ranges_[next_++]);
-    nccl_.wait();
-    for (Range& r : ranges_) r.pending = r.params;
-    next_ = 0;
+  void finish() { schedule_.finish(); }
+
+  void start(const BucketRange& r) override {
+    nccl_.start(block_ + r.offset, r.count, DType::f32, gpu::stream(ctx_));
   }
+  void wait() override { nccl_.wait(); }
 
  private:
-  struct Range {
-    float* data = nullptr;
-    std::size_t count = 0, params = 0, pending = 0;
-  };
-  void start(const Range& r) { nccl_.start(r.data, r.count, DType::f32, gpu::stream(ctx_)); }
+  static std::vector<std::vector<Param*>> plan_of(const GradientBuckets& plan) {
+    std::vector<std::vector<Param*>> buckets;
+    for (std::size_t b = 0; b < plan.bucket_count(); ++b) buckets.push_back(plan.bucket_params(b));
+    return buckets;
+  }
+  static std::function<BucketSchedule::Span(const Param*)> span_in(const DeviceNetwork& net) {
+    return [&net](const Param* p) {
+      const gpu::DeviceParam& d = net.device_param(p);
+      DLSCALE_REQUIRE(d.grad >= net.gradient_block(), "a device gradient lies outside the gradient block");
+      return BucketSchedule::Span{static_cast<std::size_t>(d.grad - net.gradient_block()),
+                                  static_cast<std::size_t>(d.count)};
+    };
+  }
 
   NcclAllreduce& nccl_;
   GpuContext& ctx_;
-  std::vector<Range> ranges_;
-  std::unordered_map<const Param*, std::size_t> bucket_of_;
-  std::size_t next_ = 0;
+  float* block_;
+  BucketSchedule schedule_;
 };
 
 class CudaTraining final : public GpuTraining {
@@ -169,9 +156,10 @@ class CudaTraining final : public GpuTraining {
         ctx_(o.device, comm.rank(), GpuOptions{o.deterministic, false}),
         net_(net, ctx_, o.dropout_seed, gpu::math_precision_from_name(o.half_type)),
         optimizer_(optimizer, net.params(), net_.params(), ctx_),
-        stager_(ctx_) {
-    if (comm.size() > 1 && o.nccl) {
-      nccl_ = std::make_unique<NcclAllreduce>(comm, o.device, o.deterministic);
+        stager_(ctx_),
+        forced_host_(o.reduce_hook.path == GpuReduceHook::Path::host) {
+    if (use_nccl(comm, o)) {
+      nccl_ = std::make_unique<NcclAllreduce>(comm, o.device, o.deterministic, o.reduce_hook.nccl_factor);
       buckets_ = std::make_unique<DeviceBuckets>(buckets, net_, *nccl_, ctx_);
     }
   }
@@ -235,7 +223,7 @@ class CudaTraining final : public GpuTraining {
       buckets_->finish();
       return;
     }
-    if (comm_.size() == 1) return;
+    if (comm_.size() == 1 && !forced_host_) return;
     const auto params = host_net_.params();
     const auto& device = net_.params();
     for (std::size_t i = 0; i < params.size(); ++i)
@@ -247,6 +235,23 @@ class CudaTraining final : public GpuTraining {
     ctx_.synchronize();
   }
 
+  // NCCL when every computing rank has a GPU and there is someone to sum
+  // with; DLSCALE_GPU_REDUCE (gpu_reduce_hook.h) forces either path.
+  static bool use_nccl(const Communicator& comm, const GpuTrainingOptions& o) {
+    switch (o.reduce_hook.path) {
+      case GpuReduceHook::Path::host:
+        return false;
+      case GpuReduceHook::Path::nccl:
+        if (!o.nccl)
+          fail("rank " + std::to_string(comm.rank()) + ": DLSCALE_GPU_REDUCE=nccl-x2 needs every computing rank "
+               "on a GPU, but this job mixes CPU and GPU ranks");
+        return true;
+      case GpuReduceHook::Path::automatic:
+        break;
+    }
+    return comm.size() > 1 && o.nccl;
+  }
+
   Network& host_net_;
   GradientBuckets& host_buckets_;
   Communicator& comm_;
@@ -254,6 +259,7 @@ class CudaTraining final : public GpuTraining {
   DeviceNetwork net_;
   DeviceOptimizer optimizer_;
   BatchStager stager_;
+  bool forced_host_;  // DLSCALE_GPU_REDUCE=host: the host buckets even with one rank
   std::unique_ptr<NcclAllreduce> nccl_;
   std::unique_ptr<DeviceBuckets> buckets_;
 };

@@ -16,6 +16,7 @@
 #include "layers/network.h"
 #include "layers/softmax.h"
 #include "runtime/parallel/communicator.h"
+#include "runtime/parallel/gpu_reduce_hook.h"
 #include "runtime/parallel/gradient_buckets.h"
 #include "runtime/training/loss_scaler.h"
 #include "runtime/training/optimizer.h"
@@ -32,6 +33,7 @@ struct GpuTrainingOptions {
   // automatic-mixed: "fp16" or "bf16", the math of the dense and conv2d
   // layers (float32 master weights, gradients and activations); "": float32.
   std::string half_type;
+  GpuReduceHook reduce_hook;  // DLSCALE_GPU_REDUCE: forces NCCL (x2) or the host buckets
 };
 
 struct GpuStepResult {

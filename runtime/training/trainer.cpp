@@ -395,6 +395,7 @@ TrainingResult TrainingRun::run() {
     g.nccl = job_.plan.all_gpu();
     g.dropout_seed = o_.seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(comm_.rank());
     g.half_type = o_.half_type();
+    g.reduce_hook = gpu_reduce_hook_from_environment();
     gpu_ = make_gpu_training(*net_, *optimizer_, *buckets_, comm_, g);
   }
   dir_->log(progress_header());

@@ -17,6 +17,14 @@
 //    loss scaling; bf16 none (auto). An fp16 run stopped by a signal and
 //    resumed equals both: the loss scale travels in the checkpoint (peers'
 //    users see loss spikes after a resume that forgot it).
+//  - DLSCALE_GPU_REDUCE (one rank): nccl-x2 runs the device buckets and
+//    NCCL with a pre-multiplied sum (x2). One sgdm step (no L2, zero
+//    velocity) moves w by -lr*g, so that run's weights equal bitwise a plain
+//    run's with twice the learning rate (doubling is exact in floating
+//    point) and differ from a plain run's with the same: the buckets covered
+//    every gradient, once, and NCCL summed them. host sends the gradients
+//    through the host MPI buckets and back: 30 deterministic steps equal the
+//    plain run bitwise.
 //  - fp16 overflow: a loss scale of 2^32 sends the scaled loss gradient past
 //    fp16's 65504, so the first steps overflow, are skipped and halve the
 //    scale until the gradients fit; the run then trains as usual.
@@ -26,6 +34,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/core/gpu.h"
@@ -220,6 +229,66 @@ TEST_F(TrainGpu, Fp16OverflowSkipsStepsAndBacksOffTheScale) {
   EXPECT_GT(*r.test_accuracy, 0.8) << "the steps after the skips still train";
   const std::string text = read_file(dir_ / "overflow" / "log.txt");
   EXPECT_NE(text.find("iteration 1: gradients overflowed, step skipped"), std::string::npos) << text;
+}
+
+// Sets DLSCALE_GPU_REDUCE for one scope (the trainer reads it when a run starts).
+struct ReduceHook {
+  explicit ReduceHook(const char* value) { setenv("DLSCALE_GPU_REDUCE", value, 1); }
+  ~ReduceHook() { unsetenv("DLSCALE_GPU_REDUCE"); }
+};
+
+// Every tensor's largest difference, printed; true when all are bitwise equal.
+bool report_differences(Network& a, Network& b, const char* what) {
+  auto ta = a.named_tensors(), tb = b.named_tensors();
+  if (ta.size() != tb.size()) return false;
+  bool equal = true;
+  for (std::size_t k = 0; k < ta.size(); ++k) {
+    double worst = 0;
+    for (std::int64_t i = 0; i < ta[k].second->numel(); ++i)
+      worst = std::max(worst, std::abs(ta[k].second->at(i) - tb[k].second->at(i)));
+    std::printf("[ GPU_CHECK ] %s %s max_abs_diff=%.3g\n", what, ta[k].first.c_str(), worst);
+    equal = equal && std::memcmp(ta[k].second->raw(), tb[k].second->raw(), ta[k].second->bytes()) == 0;
+  }
+  return equal;
+}
+
+TEST_F(TrainGpu, ForcedNcclWithOneRankDoublesTheGradients) {
+  Communicator comm;
+  auto one_step = [&](const std::string& run, double learn_rate) {
+    TrainingOptions o = options(dir_, run, "gpu");
+    o.mini_batch_size = 480;  // the whole set: one step
+    o.solver.l2_regularization = 0;
+    o.schedule.initial_learn_rate = learn_rate;
+    o.deterministic = true;
+    return o;
+  };
+  TrainingResult plain = trainnet(one_step("plain", 0.01), comm);
+  TrainingResult plain_2lr = trainnet(one_step("plain-2lr", 0.02), comm);
+  TrainingResult doubled = [&] {
+    ReduceHook hook("nccl-x2");
+    return trainnet(one_step("nccl-x2", 0.01), comm);
+  }();
+  ASSERT_EQ(doubled.iterations, 1);
+  EXPECT_TRUE(report_differences(*doubled.network, *plain_2lr.network, "nccl-x2 vs plain 2*lr"))
+      << "NCCL's x2 sum must equal a plain step with twice the learning rate";
+  EXPECT_FALSE(report_differences(*doubled.network, *plain.network, "nccl-x2 vs plain lr"))
+      << "the hook changed nothing: the device buckets or NCCL did not run";
+}
+
+TEST_F(TrainGpu, ForcedHostBucketsWithOneRankEqualThePlainRun) {
+  Communicator comm;
+  auto run = [&](const std::string& name) {
+    TrainingOptions o = options(dir_, name, "gpu");
+    o.deterministic = true;
+    return o;
+  };
+  TrainingResult plain = trainnet(run("plain"), comm);
+  TrainingResult host = [&] {
+    ReduceHook hook("host");
+    return trainnet(run("host"), comm);
+  }();
+  ASSERT_EQ(host.iterations, 30);
+  EXPECT_TRUE(report_differences(*host.network, *plain.network, "host buckets vs plain"));
 }
 
 }  // namespace
