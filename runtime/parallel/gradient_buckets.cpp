@@ -47,6 +47,7 @@ GradientBuckets::GradientBuckets(const std::vector<Param*>& params, Communicator
     buckets_.push_back(std::move(bucket));
   }
   std::sort(bucket_of_.begin(), bucket_of_.end());
+  reported_.assign(bucket_of_.size(), 0);
 }
 
 GradientBuckets::~GradientBuckets() {
@@ -83,8 +84,12 @@ void GradientBuckets::mark_ready(const std::vector<Param*>& ready) {
   for (Param* p : ready) {
     auto it = std::lower_bound(bucket_of_.begin(), bucket_of_.end(), std::make_pair(p, std::size_t(0)));
     if (it == bucket_of_.end() || it->first != p) continue;  // not a bucketed parameter
+    // Counted twice, a bucket would start while another of its gradients is still being written.
+    char& reported = reported_[static_cast<std::size_t>(it - bucket_of_.begin())];
+    DLSCALE_REQUIRE(!reported, "the gradient of " + p->name + " was reported ready twice in one step");
+    reported = 1;
     Bucket& b = buckets_[it->second];
-    if (b.pending > 0) --b.pending;
+    --b.pending;
   }
   start_ready_buckets();
   poll();
@@ -137,6 +142,7 @@ void GradientBuckets::finish() {
                                       mpi_type(b.buffer.dtype()), MPI_SUM, comm_.get()));
   }
   for (auto& b : buckets_) b.pending = b.params.size();
+  std::fill(reported_.begin(), reported_.end(), 0);
   next_to_start_ = 0;
   exposed_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -62,6 +62,7 @@ class GradientBuckets {
   Communicator& comm_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<Param*, std::size_t>> bucket_of_;  // param → bucket index, sorted by pointer
+  std::vector<char> reported_;  // per entry of bucket_of_: its gradient was reported this step
   std::size_t next_to_start_ = 0;
   double exposed_wait_s_ = 0;
   std::size_t hidden_bytes_ = 0, total_bytes_ = 0;

@@ -70,6 +70,25 @@ TEST(GradientBuckets, FinishStartsBucketsBackwardDidNotReport) {
     for (std::int64_t i = 0; i < 10; ++i) EXPECT_EQ(p.grad.at(i), 1.5 * comm.size());
 }
 
+// A gradient reported twice in one step would count for another that is not
+// ready yet, and its bucket would be all-reduced while still being written.
+TEST(GradientBuckets, AGradientReportedTwiceInOneStepIsAnError) {
+  Communicator comm;
+  auto params = make_params({8, 8});
+  GradientBuckets buckets(pointers(params), comm, 64, 64);
+  buckets.mark_ready({&params[1]});
+  try {
+    buckets.mark_ready({&params[1]});
+    ADD_FAILURE() << "reporting p1 twice must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradient of p1 was reported ready twice"), std::string::npos) << e.what();
+  }
+  buckets.mark_ready({&params[0]});
+  buckets.finish();
+  buckets.mark_ready({&params[1]});  // a new step: reported once again, fine
+  buckets.finish();
+}
+
 // A step abandoned mid-backward (an exception unwinding through the trainer)
 // leaves all-reduces in flight. MPI allows neither freeing nor cancelling an
 // active collective request, and MPI may still write into the buffer, so the
