@@ -23,7 +23,8 @@
 // out again. A kernel that reads a block after its release then reads NaN,
 // and work on another stream can never be given a block the compute stream
 // still uses, so a run that differs from the same run in debug mode has a
-// use-after-release or a stream race.
+// use-after-release or a stream race. Memory only grows in that mode: it is
+// for short checking runs, not for training.
 #pragma once
 
 #include <cstddef>
