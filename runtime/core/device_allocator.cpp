@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "dlscale/config.h"
@@ -14,6 +15,13 @@ namespace dlscale {
 namespace {
 constexpr std::size_t kSmallStep = 512;
 constexpr std::size_t kSmallLimit = std::size_t(1) << 20;
+
+// Debug mode never gives memory back, so it runs out sooner; say so.
+std::string retired_note(const AllocatorStats& s) {
+  if (s.retired_blocks == 0) return "";
+  return "; " + format_bytes(s.bytes_retired) + " retired by DLSCALE_ALLOCATOR=debug (released blocks are never "
+         "reused in that mode; unset it for a real run)";
+}
 }  // namespace
 
 std::string format_bytes(std::size_t bytes) {
@@ -35,8 +43,20 @@ std::size_t CachingAllocator::round_size(std::size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-CachingAllocator::CachingAllocator(std::unique_ptr<AllocatorBacking> backing, int rank)
-    : backing_(std::move(backing)), rank_(rank) {
+void AllocatorBacking::fill_released(void*, std::size_t) {
+  fail("the caching allocator's debug mode (DLSCALE_ALLOCATOR=debug) cannot fill released blocks of " + name());
+}
+
+AllocatorMode allocator_mode_from_env() {
+  const char* v = std::getenv("DLSCALE_ALLOCATOR");
+  const std::string value = v ? v : "";
+  if (value.empty() || value == "caching") return AllocatorMode::caching;
+  if (value == "debug") return AllocatorMode::debug;
+  throw UsageError("DLSCALE_ALLOCATOR=" + value + " is not an allocator mode; use caching (the default) or debug");
+}
+
+CachingAllocator::CachingAllocator(std::unique_ptr<AllocatorBacking> backing, int rank, AllocatorMode mode)
+    : backing_(std::move(backing)), rank_(rank), mode_(mode) {
   DLSCALE_REQUIRE(backing_ != nullptr, "caching allocator: no backing memory given");
 }
 
@@ -47,6 +67,7 @@ CachingAllocator::~CachingAllocator() {
   try {
     empty_cache_locked();
     for (auto& [ptr, size] : in_use_) backing_->release(ptr, size);
+    for (auto& [ptr, size] : retired_) backing_->release(ptr, size);
   } catch (const std::exception&) {
   }
 }
@@ -75,13 +96,15 @@ void* CachingAllocator::allocate(std::size_t bytes) {
         fail("rank " + std::to_string(rank_) + ": out of memory on " + backing_->name() + ": asked for " +
              format_bytes(bytes) + " (size class " + format_bytes(rounded) + ") with " +
              format_bytes(before.bytes_in_use) + " in use and " + format_bytes(before.bytes_cached) +
-             " cached; the cache was emptied and the allocation retried. Try a smaller mini-batch-size.");
+             " cached" + retired_note(before) +
+             "; the cache was emptied and the allocation retried. Try a smaller mini-batch-size.");
     }
   }
   in_use_.emplace(ptr, rounded);
   stats_.bytes_in_use += rounded;
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-  stats_.peak_bytes_reserved = std::max(stats_.peak_bytes_reserved, stats_.bytes_in_use + stats_.bytes_cached);
+  stats_.peak_bytes_reserved =
+      std::max(stats_.peak_bytes_reserved, stats_.bytes_in_use + stats_.bytes_cached + stats_.bytes_retired);
   return ptr;
 }
 
@@ -99,10 +122,18 @@ void CachingAllocator::release(void* ptr) {
     fail("rank " + std::to_string(rank_) + ": a block of " + backing_->name() +
          " was released that the caching allocator did not hand out (or released twice)");
   const std::size_t rounded = it->second;
+  if (mode_ == AllocatorMode::debug) {
+    // Filled before it leaves in_use_: if the fill throws, the block is still accounted for.
+    backing_->fill_released(ptr, rounded);
+    retired_.emplace_back(ptr, rounded);
+    ++stats_.retired_blocks;
+    stats_.bytes_retired += rounded;
+  } else {
+    free_[rounded].push_back(ptr);
+    stats_.bytes_cached += rounded;
+  }
   in_use_.erase(it);
-  free_[rounded].push_back(ptr);
   stats_.bytes_in_use -= rounded;
-  stats_.bytes_cached += rounded;
 }
 
 void CachingAllocator::empty_cache() {
@@ -128,7 +159,7 @@ AllocatorStats CachingAllocator::stats() const {
 }
 
 #if !DLSCALE_HAVE_CUDA
-std::unique_ptr<AllocatorBacking> make_cuda_device_backing(int) {
+std::unique_ptr<AllocatorBacking> make_cuda_device_backing(int, void*) {
   fail("GPU memory was requested but this dlscale was built without CUDA (DLSCALE_CUDA=OFF or no toolkit found)");
 }
 std::unique_ptr<AllocatorBacking> make_cuda_pinned_backing() {

@@ -20,7 +20,7 @@ bool out_of_memory(cudaError_t rc) {
 
 class CudaDeviceBacking final : public AllocatorBacking {
  public:
-  explicit CudaDeviceBacking(int device) : device_(device) {}
+  CudaDeviceBacking(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
 
   void* allocate(std::size_t bytes) override {
     select();
@@ -38,6 +38,14 @@ class CudaDeviceBacking final : public AllocatorBacking {
 
   std::string name() const override { return "GPU " + std::to_string(device_); }
 
+  // On the compute stream, behind the kernels that may still read the block
+  // (they were queued before its release), ahead of anything queued after.
+  void fill_released(void* ptr, std::size_t bytes) override {
+    if (stream_ == nullptr) return AllocatorBacking::fill_released(ptr, bytes);  // fails: no stream to order on
+    select();
+    DLSCALE_CHECK_CUDA(cudaMemsetAsync(ptr, 0xFF, bytes, stream_));
+  }
+
  private:
   // The allocator may be used from a thread (the loader's) whose current device was never set.
   void select() const {
@@ -47,6 +55,7 @@ class CudaDeviceBacking final : public AllocatorBacking {
   }
 
   int device_;
+  cudaStream_t stream_;
 };
 
 class CudaPinnedBacking final : public AllocatorBacking {
@@ -66,8 +75,8 @@ class CudaPinnedBacking final : public AllocatorBacking {
 
 }  // namespace
 
-std::unique_ptr<AllocatorBacking> make_cuda_device_backing(int device) {
-  return std::make_unique<CudaDeviceBacking>(device);
+std::unique_ptr<AllocatorBacking> make_cuda_device_backing(int device, void* stream) {
+  return std::make_unique<CudaDeviceBacking>(device, static_cast<cudaStream_t>(stream));
 }
 
 std::unique_ptr<AllocatorBacking> make_cuda_pinned_backing() { return std::make_unique<CudaPinnedBacking>(); }

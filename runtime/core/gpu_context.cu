@@ -27,7 +27,10 @@ GpuContext::GpuContext(int device, int rank, GpuOptions options) : impl_(std::ma
                                                                       : CUBLAS_DEFAULT_MATH));
   DLSCALE_CHECK_CUDNN(cudnnCreate(&s.cudnn));
   DLSCALE_CHECK_CUDNN(cudnnSetStream(s.cudnn, s.stream));
-  s.allocator = std::make_unique<CachingAllocator>(make_cuda_device_backing(device), rank);
+  // Debug mode covers device memory, where kernels on two streams race; the
+  // pinned blocks are only the stager's, which keeps them for the whole run.
+  s.allocator = std::make_unique<CachingAllocator>(make_cuda_device_backing(device, s.stream), rank,
+                                                   allocator_mode_from_env());
   s.pinned = std::make_unique<CachingAllocator>(make_cuda_pinned_backing(), rank);
 }
 
@@ -46,8 +49,18 @@ void GpuContext::synchronize() { DLSCALE_CHECK_CUDA(cudaStreamSynchronize(impl_-
 void GpuContext::upload(void* device_dst, const void* host_src, std::size_t bytes) {
   if (bytes == 0) return;
   DLSCALE_CHECK_CUDA(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, impl_->stream));
-  // From pageable memory the copy has left the source once the call returns;
-  // pinned sources are the caller's to keep alive until the stream gets there.
+  // Callers pass pageable memory (tensors, a local) and change or free it as
+  // soon as this returns, and CUDA promises nothing about when an async copy
+  // from pageable memory has read its source ("might be synchronous"). So
+  // wait for the copy. Staging through pinned memory would keep it
+  // asynchronous, but needs a pinned block per upload held until the copy
+  // is done. The uploads are parameters and solver state (start, resume),
+  // the host-bucket gradients (followed by a synchronize anyway),
+  // evaluation batches, and per step only softmax's 8-byte label guard,
+  // whose function waits for the stream a few calls later regardless; the
+  // batches of the hot path are copied from pinned slots on the copy stream
+  // (BatchStager), not through here.
+  synchronize();
 }
 
 void GpuContext::download(void* host_dst, const void* device_src, std::size_t bytes) {

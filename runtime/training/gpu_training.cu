@@ -24,6 +24,18 @@ namespace {
 // a stream of their own so the next batch is on the device before the
 // current step ends (the seed's minibatchqueue onto gpuArray). A slot is
 // refilled only after the compute stream is done with its last batch.
+//
+// Both slots are allocated once, at the largest batch, in the constructor
+// after the compute stream is idle, and never change. The caching
+// allocator hands out blocks in host order, which is safe for one stream
+// only: a slot taken later (the first stage(next), after forward was
+// queued, or a slot regrown for a larger batch) could get a block that
+// forward released while its kernels still read it, and the copy stream
+// would overwrite it under them. The other fix, a stream-aware allocator
+// (an event recorded per released block and queried before reuse, as
+// PyTorch's recordStream), costs events and bookkeeping on every release
+// for the one user on a second stream, whose need is known up front: the
+// sampler drops partial batches, so every training batch has the same size.
 class BatchStager {
  public:
   struct Staged {
@@ -33,11 +45,21 @@ class BatchStager {
     int slot = 0;
   };
 
-  explicit BatchStager(GpuContext& ctx) : ctx_(ctx) {
+  // max_batch samples of sample_numel floats (and a label each) per slot.
+  BatchStager(GpuContext& ctx, std::int64_t max_batch, std::int64_t sample_numel)
+      : ctx_(ctx),
+        max_batch_(max_batch),
+        x_capacity_(sizeof(float) * static_cast<std::size_t>(max_batch * sample_numel)) {
+    DLSCALE_REQUIRE(max_batch > 0 && sample_numel > 0, "the batch stager needs the batch size and sample shape");
     DLSCALE_CHECK_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    // Idle: every block released so far is no longer read by any kernel.
+    ctx_.synchronize();
+    const std::size_t bytes = x_capacity_ + sizeof(std::int32_t) * static_cast<std::size_t>(max_batch);
     for (Slot& s : slots_) {
       DLSCALE_CHECK_CUDA(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
       DLSCALE_CHECK_CUDA(cudaEventCreateWithFlags(&s.consumed, cudaEventDisableTiming));
+      s.host = DeviceBuffer(ctx_.pinned_allocator(), bytes);
+      s.device = ctx_.alloc(bytes);
     }
   }
   ~BatchStager() {
@@ -59,12 +81,13 @@ class BatchStager {
     next_slot_ = (next_slot_ + 1) % static_cast<int>(slots_.size());
     Slot& s = slots_[k];
     const std::size_t x_bytes = batch.x.bytes(), label_bytes = sizeof(std::int32_t) * batch.labels.size();
+    // Never regrown (see the class comment).
+    DLSCALE_REQUIRE(static_cast<std::int64_t>(batch.labels.size()) <= max_batch_ && x_bytes <= x_capacity_,
+                    "a batch of " + std::to_string(batch.labels.size()) + " samples (" + std::to_string(x_bytes) +
+                        " bytes) does not fit the staging slots of " + std::to_string(max_batch_) + " samples (" +
+                        std::to_string(x_capacity_) + " bytes)");
     // The pinned block may still be feeding this slot's previous copy.
     DLSCALE_CHECK_CUDA(cudaEventSynchronize(s.copied));
-    if (s.host.bytes() < x_bytes + label_bytes) {
-      s.host = DeviceBuffer(ctx_.pinned_allocator(), x_bytes + label_bytes);
-      s.device = ctx_.alloc(x_bytes + label_bytes);
-    }
     std::memcpy(s.host.get(), batch.x.raw(), x_bytes);
     std::memcpy(s.host.as<char>() + x_bytes, batch.labels.data(), label_bytes);
     // The device block may still be read by the step that used it last.
@@ -98,6 +121,8 @@ class BatchStager {
     cudaEvent_t copied = nullptr, consumed = nullptr;
   };
   GpuContext& ctx_;
+  std::int64_t max_batch_;
+  std::size_t x_capacity_;
   cudaStream_t copy_stream_ = nullptr;
   std::array<Slot, 2> slots_;
   int next_slot_ = 0;
@@ -156,7 +181,7 @@ class CudaTraining final : public GpuTraining {
         ctx_(o.device, comm.rank(), GpuOptions{o.deterministic, false}),
         net_(net, ctx_, o.dropout_seed, gpu::math_precision_from_name(o.half_type)),
         optimizer_(optimizer, net.params(), net_.params(), ctx_),
-        stager_(ctx_),
+        stager_(ctx_, o.batch_size, numel(net.spec().input_shape)),
         forced_host_(o.reduce_hook.path == GpuReduceHook::Path::host) {
     if (use_nccl(comm, o)) {
       nccl_ = std::make_unique<NcclAllreduce>(comm, o.device, o.deterministic, o.reduce_hook.nccl_factor);

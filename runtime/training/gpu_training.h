@@ -25,6 +25,9 @@ namespace dlscale {
 
 struct GpuTrainingOptions {
   int device = 0;              // ExecutionPlan::gpu_index
+  // This rank's samples per training batch (DistributedSampler drops partial
+  // batches, so every batch has it): the staging slots are made this size.
+  std::int64_t batch_size = 0;
   bool deterministic = false;  // deterministic cuDNN algorithms, NCCL_ALGO with a fixed order
   // Gradients are summed with NCCL on the device (every computing rank has a
   // GPU); false: through the host with the MPI buckets (mixed jobs).

@@ -391,6 +391,7 @@ TrainingResult TrainingRun::run() {
   if (plan_.gpu_index >= 0) {
     GpuTrainingOptions g;
     g.device = plan_.gpu_index;
+    g.batch_size = sampler_->local_batch_size();
     g.deterministic = o_.deterministic;
     g.nccl = job_.plan.all_gpu();
     g.dropout_seed = o_.seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(comm_.rank());

@@ -1,12 +1,18 @@
 // The caching allocator's policy on a capacity-limited host backing (runs on
 // every machine): size classes, no backing allocation once training steps
-// repeat, out-of-memory retry then a clear error, and the stats. With CUDA
+// repeat, out-of-memory retry then a clear error, the stats, and debug mode
+// (DLSCALE_ALLOCATOR=debug: released blocks filled with NaN, never reused,
+// held until the allocator goes). With CUDA
 // compiled in but no GPU, the CUDA backing's failure goes through the check
 // family and says why.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <set>
 #include <random>
 #include <vector>
 
@@ -28,9 +34,9 @@ constexpr std::size_t MiB = std::size_t(1) << 20;
 struct Fixture {
   std::shared_ptr<Ledger> ledger = std::make_shared<Ledger>();
   std::unique_ptr<CachingAllocator> allocator;
-  explicit Fixture(std::size_t capacity, int rank = 0) {
+  explicit Fixture(std::size_t capacity, int rank = 0, AllocatorMode mode = AllocatorMode::caching) {
     ledger->capacity = capacity;
-    allocator = std::make_unique<CachingAllocator>(std::make_unique<HostBacking>(ledger), rank);
+    allocator = std::make_unique<CachingAllocator>(std::make_unique<HostBacking>(ledger), rank, mode);
   }
 };
 
@@ -167,6 +173,149 @@ TEST(CachingAllocator, ForeignAndDoubleReleasesAreErrors) {
   f.allocator->release(nullptr);  // ignored, like free(nullptr)
   EXPECT_EQ(f.allocator->allocate(0), nullptr);
   EXPECT_EQ(f.allocator->stats().requests, 1);
+}
+
+TEST(CachingAllocator, DebugModeFillsReleasedBlocksWithNanAndNeverReusesThem) {
+  Fixture f(256 * MiB, 0, AllocatorMode::debug);
+  CachingAllocator& a = *f.allocator;
+  EXPECT_EQ(a.mode(), AllocatorMode::debug);
+  const std::vector<std::size_t> sizes = {64 * 784 * 4, 64 * 128 * 4, 64 * 128 * 4, 64 * 10 * 4, 5 * MiB, 100};
+  std::set<void*> seen;
+  for (int i = 0; i < 5; ++i) {
+    std::vector<void*> blocks;
+    for (std::size_t s : sizes) {
+      void* p = a.allocate(s);
+      ASSERT_TRUE(seen.insert(p).second) << "block of " << s << " bytes handed out twice in step " << i;
+      // What a step writes; a reader after the release must not see it.
+      std::vector<float> ones(s / sizeof(float), 1.0f);
+      std::memcpy(p, ones.data(), ones.size() * sizeof(float));
+      blocks.push_back(p);
+    }
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      a.release(blocks[k]);
+      const std::size_t rounded = CachingAllocator::round_size(sizes[k]);
+      const auto* f32 = static_cast<const float*>(blocks[k]);
+      for (std::size_t e = 0; e < rounded / sizeof(float); ++e)
+        ASSERT_TRUE(std::isnan(f32[e])) << "element " << e << " of a released " << sizes[k] << "-byte block";
+      // 0xFF bytes are NaN at every width the GPU path computes in, and -1 as a label.
+      const auto* f64 = static_cast<const double*>(blocks[k]);
+      ASSERT_TRUE(std::isnan(f64[0]));
+      std::uint16_t half = 0;
+      std::memcpy(&half, blocks[k], sizeof half);
+      EXPECT_EQ(half & 0x7C00, 0x7C00) << "fp16 exponent all ones";
+      EXPECT_NE(half & 0x03FF, 0) << "fp16 mantissa non-zero";
+      std::int32_t label = 0;
+      std::memcpy(&label, blocks[k], sizeof label);
+      EXPECT_EQ(label, -1);
+    }
+  }
+  const AllocatorStats s = a.stats();
+  const std::int64_t blocks = 5 * static_cast<std::int64_t>(sizes.size());
+  EXPECT_EQ(s.cache_hits, 0);
+  EXPECT_EQ(s.backing_allocations, blocks);
+  EXPECT_EQ(f.ledger->fills, blocks);
+  EXPECT_EQ(s.retired_blocks, blocks);
+  EXPECT_EQ(s.bytes_cached, 0u);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.bytes_retired, f.ledger->live_bytes) << "retired blocks stay held from the backing";
+  EXPECT_EQ(s.peak_bytes_reserved, s.bytes_retired);
+
+  // Emptying the cache must not give them back either: the backing would hand the addresses out again.
+  a.empty_cache();
+  EXPECT_EQ(f.ledger->releases, 0);
+  EXPECT_EQ(f.ledger->live_bytes, s.bytes_retired);
+  f.allocator.reset();
+  EXPECT_EQ(f.ledger->live_bytes, 0u) << "the allocator gives retired blocks back when it goes";
+}
+
+TEST(CachingAllocator, CachingModeReusesReleasedBlocksUnfilled) {
+  // The contrast to debug mode: the same block comes back with its contents.
+  Fixture f(MiB);
+  void* p = f.allocator->allocate(1000);
+  const float value = 3.5f;
+  std::memcpy(p, &value, sizeof value);
+  f.allocator->release(p);
+  void* q = f.allocator->allocate(900);
+  EXPECT_EQ(q, p);
+  float read = 0;
+  std::memcpy(&read, q, sizeof read);
+  EXPECT_EQ(read, value);
+  EXPECT_EQ(f.ledger->fills, 0);
+  f.allocator->release(q);
+}
+
+TEST(CachingAllocator, DebugModeOutOfMemoryNamesTheRetiredBytes) {
+  Fixture f(4 * MiB, /*rank=*/2, AllocatorMode::debug);
+  CachingAllocator& a = *f.allocator;
+  a.release(a.allocate(3 * MiB));
+  try {
+    a.allocate(2 * MiB);
+    ADD_FAILURE() << "expected an out-of-memory error: 3 MiB are retired out of 4";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("3.0 MiB (3145728 bytes) retired by DLSCALE_ALLOCATOR=debug"), std::string::npos) << m;
+  }
+}
+
+TEST(CachingAllocator, DebugModeNeedsABackingThatCanFill) {
+  // A backing without fill_released (the CUDA device backing without a stream) fails at the first release.
+  struct NoFill final : AllocatorBacking {
+    std::vector<std::unique_ptr<char[]>> blocks;
+    void* allocate(std::size_t bytes) override { return blocks.emplace_back(new char[bytes]).get(); }
+    void release(void*, std::size_t) override {}
+    std::string name() const override { return "plain memory"; }
+  };
+  CachingAllocator a(std::make_unique<NoFill>(), 0, AllocatorMode::debug);
+  void* p = a.allocate(100);
+  expect_error([&] { a.release(p); }, "cannot fill released blocks of plain memory");
+  EXPECT_EQ(a.stats().bytes_in_use, 512u) << "a block that could not be filled stays accounted as in use";
+}
+
+// Sets DLSCALE_ALLOCATOR for one test and restores what was there.
+class AllocatorEnv {
+ public:
+  explicit AllocatorEnv(const char* value) {
+    if (const char* old = std::getenv("DLSCALE_ALLOCATOR")) old_ = old, had_ = true;
+    if (value) setenv("DLSCALE_ALLOCATOR", value, 1);
+    else unsetenv("DLSCALE_ALLOCATOR");
+  }
+  ~AllocatorEnv() {
+    if (had_) setenv("DLSCALE_ALLOCATOR", old_.c_str(), 1);
+    else unsetenv("DLSCALE_ALLOCATOR");
+  }
+
+ private:
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST(CachingAllocator, ModeComesFromDlscaleAllocator) {
+  {
+    AllocatorEnv env(nullptr);
+    EXPECT_EQ(allocator_mode_from_env(), AllocatorMode::caching);
+  }
+  {
+    AllocatorEnv env("");
+    EXPECT_EQ(allocator_mode_from_env(), AllocatorMode::caching);
+  }
+  {
+    AllocatorEnv env("caching");
+    EXPECT_EQ(allocator_mode_from_env(), AllocatorMode::caching);
+  }
+  {
+    AllocatorEnv env("debug");
+    EXPECT_EQ(allocator_mode_from_env(), AllocatorMode::debug);
+  }
+  AllocatorEnv env("Debug");
+  try {
+    allocator_mode_from_env();
+    ADD_FAILURE() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("DLSCALE_ALLOCATOR=Debug is not an allocator mode; use caching"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(DeviceBuffer, GivesItsBlockBackToTheCacheAndMoves) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,7 +17,7 @@ namespace dlscale::testing {
 struct Ledger {
   std::size_t capacity = 0;
   std::size_t live_bytes = 0;     // held by the allocator right now
-  int allocations = 0, releases = 0, refusals = 0;
+  int allocations = 0, releases = 0, refusals = 0, fills = 0;
   std::map<void*, std::size_t> live;
 };
 
@@ -50,6 +51,13 @@ class HostBacking final : public AllocatorBacking {
   }
 
   std::string name() const override { return "host test memory"; }
+
+  void fill_released(void* ptr, std::size_t bytes) override {
+    auto it = ledger_->live.find(ptr);
+    if (it == ledger_->live.end() || it->second != bytes) std::abort();
+    std::memset(ptr, 0xFF, bytes);
+    ++ledger_->fills;
+  }
 
  private:
   std::shared_ptr<Ledger> ledger_;

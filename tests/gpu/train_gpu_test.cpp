@@ -28,6 +28,15 @@
 //  - fp16 overflow: a loss scale of 2^32 sends the scaled loss gradient past
 //    fp16's 65504, so the first steps overflow, are skipped and halve the
 //    scale until the gradients fit; the run then trains as usual.
+//  - The caching allocator against DLSCALE_ALLOCATOR=debug (released blocks
+//    filled with NaN, never reused): deterministic runs in float32 and fp16
+//    automatic-mixed are bitwise equal. A kernel reading a block after its
+//    release, or the copy stream given a block the compute stream still
+//    uses, makes them differ. The shapes are chosen so that the latter
+//    would happen: with 15 samples of 1x8x8 a staging slot (15 x 260 bytes)
+//    and the fp16 copy of the conv output (15 x 2 x 64 x 2 bytes) share the
+//    4 KiB size class, and the conv releases that copy during forward,
+//    before the next batch used to be staged into a freshly taken block.
 // On a machine without a GPU every test is skipped with the reason.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -150,6 +159,51 @@ TEST_F(TrainGpu, DeterministicRunsAndAResumedRunAreBitwiseEqual) {
   TrainingResult resumed = trainnet(o, comm);
   ASSERT_EQ(resumed.iterations, 60);
   expect_bitwise_equal(*first.network, *resumed.network);
+}
+
+TrainingResult train_with_allocator(const TrainingOptions& o, Communicator& comm, const char* mode) {
+  setenv("DLSCALE_ALLOCATOR", mode, 1);
+  try {
+    TrainingResult r = trainnet(o, comm);
+    unsetenv("DLSCALE_ALLOCATOR");
+    return r;
+  } catch (...) {
+    unsetenv("DLSCALE_ALLOCATOR");
+    throw;
+  }
+}
+
+TEST_F(TrainGpu, DebugAllocatorTrainsBitwiseLikeTheCachingAllocator) {
+  Communicator comm;
+  for (const std::string half_type : {"", "fp16"}) {
+    SCOPED_TRACE(half_type.empty() ? "float32" : half_type);
+    auto make = [&](const std::string& run) {
+      TrainingOptions o = half_type.empty() ? options(dir_, run, "gpu") : mixed_options(dir_, run, half_type);
+      o.network.layer_lines.front() = "conv2d filters=2 kernel=3 padding=same";
+      o.mini_batch_size = 15;
+      o.max_epochs = 1;
+      o.deterministic = true;
+      return o;
+    };
+    const std::string tag = half_type.empty() ? "f32" : half_type;
+    TrainingResult caching = train_with_allocator(make("alloc-caching-" + tag), comm, "caching");
+    TrainingResult debug = train_with_allocator(make("alloc-debug-" + tag), comm, "debug");
+    ASSERT_EQ(caching.iterations, 32);
+    ASSERT_EQ(debug.iterations, 32);
+    auto tc = caching.network->named_tensors(), td = debug.network->named_tensors();
+    ASSERT_EQ(tc.size(), td.size());
+    for (std::size_t k = 0; k < tc.size(); ++k) {
+      const Tensor &c = *tc[k].second, &d = *td[k].second;
+      double worst = 0;
+      for (std::int64_t i = 0; i < c.numel(); ++i)
+        worst = std::max(worst, std::isnan(d.at(i)) ? INFINITY : std::abs(d.at(i) - c.at(i)));
+      std::printf("[ GPU_CHECK ] allocator debug vs caching %s %s max_abs_diff=%.3g\n", tag.c_str(),
+                  tc[k].first.c_str(), worst);
+    }
+    std::printf("[ GPU_CHECK ] allocator debug vs caching %s final loss %.9g vs %.9g\n", tag.c_str(),
+                debug.final_minibatch_loss, caching.final_minibatch_loss);
+    expect_bitwise_equal(*caching.network, *debug.network);
+  }
 }
 
 TEST_F(TrainGpu, LossScalingSkipsNoStepOfAHealthyRun) {
