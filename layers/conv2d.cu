@@ -16,8 +16,11 @@
 // cuDNN pads symmetrically; padding=same with an odd total puts the extra
 // row/column at the bottom/right, so then the input is copied into a buffer
 // extended by that row/column of zeros and cuDNN pads the rest.
+#include <cstdio>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "layers/cuda_layers.h"
 #include "layers/mixed_precision.cuh"
@@ -70,11 +73,15 @@ std::string describe(const ConvShape& s) {
 // the tensor cores and takes any math type.
 bool fma_only(const GpuOptions& o, MathPrecision math) { return math == MathPrecision::f32 && !o.allow_tf32; }
 
-// The first (fastest by cuDNN's ranking) candidate that qualifies; `bytes`
-// asks cuDNN for the workspace of a candidate (false: not supported).
+// The candidates that qualify, in cuDNN's ranking order (fastest first), each
+// with its workspace; `bytes` asks cuDNN for a candidate's workspace (false:
+// not supported). A qualifying candidate may still fail when it runs (a
+// deterministic fp16/bf16 backward for 1-4 channels in NCHW, say), so the
+// plan tries them in order (try_in_order below).
 template <class Perf, class Bytes>
-const Perf* pick(const Perf* perf, int count, const GpuOptions& o, MathPrecision math, Bytes&& bytes,
-                 std::size_t& chosen_bytes) {
+std::vector<std::pair<const Perf*, std::size_t>> qualifying(const Perf* perf, int count, const GpuOptions& o,
+                                                             MathPrecision math, Bytes&& bytes) {
+  std::vector<std::pair<const Perf*, std::size_t>> out;
   for (int i = 0; i < count; ++i) {
     const Perf& p = perf[i];
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
@@ -82,9 +89,41 @@ const Perf* pick(const Perf* perf, int count, const GpuOptions& o, MathPrecision
     if (fma_only(o, math) && p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
     std::size_t need = 0;
     if (!bytes(p, need) || need > o.max_workspace_bytes) continue;
-    chosen_bytes = need;
-    return &p;
+    out.emplace_back(&p, need);
   }
+  return out;
+}
+
+const char* math_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default math";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op math";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op math with conversion";
+    case CUDNN_FMA_MATH: return "FMA math";
+    default: return "math type ?";
+  }
+}
+
+// Runs each candidate once on the plan's scratch tensors, in order; the first
+// whose call succeeds is returned with its workspace in chosen_bytes, and
+// `chosen` says which it is and which failed before it. nullptr: none ran.
+template <class Perf, class Run>
+const Perf* try_in_order(const std::vector<std::pair<const Perf*, std::size_t>>& candidates, Run&& run,
+                         std::string& chosen, std::size_t& chosen_bytes) {
+  std::string failed;
+  for (const auto& [candidate, bytes] : candidates) {
+    const cudnnStatus_t status = run(*candidate, bytes);
+    if (status == CUDNN_STATUS_SUCCESS) {
+      chosen_bytes = bytes;
+      chosen = "algorithm " + std::to_string(static_cast<int>(candidate->algo)) + " (" +
+               math_name(candidate->mathType) + ", workspace " + format_bytes(bytes) + ")" +
+               (failed.empty() ? "" : "; failed first: " + failed);
+      return candidate;
+    }
+    failed += (failed.empty() ? "" : ", ") + std::to_string(static_cast<int>(candidate->algo)) + " (" +
+              cudnnGetErrorString(status) + ")";
+  }
+  chosen = failed.empty() ? "no candidate qualified" : "every candidate failed: " + failed;
   return nullptr;
 }
 
@@ -147,6 +186,14 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
     b = std::max(b, reported);
     return ok;
   };
+  // Zeroed scratch tensors in the math's type, for one trial call per candidate.
+  const std::size_t elem = element_bytes(s.math);
+  DeviceBuffer xs = ctx.alloc(elem * static_cast<std::size_t>(n) * c * hh * ww);
+  DeviceBuffer wscratch = ctx.alloc(elem * static_cast<std::size_t>(f) * c * k * k);
+  DeviceBuffer ys = ctx.alloc(elem * static_cast<std::size_t>(n) * f * oh * ow);
+  for (DeviceBuffer* b : {&xs, &wscratch, &ys}) DLSCALE_CHECK_CUDA(cudaMemsetAsync(b->get(), 0, b->bytes(), stream(ctx)));
+  const float one = 1.f, zero = 0.f;
+  std::string fwd_said, data_said, filter_said;
   {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
@@ -156,8 +203,13 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
       return workspace(c.mathType, c.memory, b,
                        [&] { return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, c.algo, &b); });
     };
-    const auto* best = pick(perf, count, o, s.math, bytes, p.fwd_bytes);
-    if (!best) fail(none + "forward (" + describe(s) + ")");
+    auto run = [&](const cudnnConvolutionFwdAlgoPerf_t& c, std::size_t b) {
+      DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, math_for(o, s.math, c.mathType)));
+      return cudnnConvolutionForward(h, &one, p.x, xs.get(), p.w, wscratch.get(), p.conv, c.algo, ctx.impl().workspace_of(b),
+                                     b, &zero, p.y, ys.get());
+    };
+    const auto* best = try_in_order(qualifying(perf, count, o, s.math, bytes), run, fwd_said, p.fwd_bytes);
+    if (!best) fail(none + "forward (" + describe(s) + "): " + fwd_said);
     p.fwd = best->algo;
     p.fwd_math = math_for(o, s.math, best->mathType);
   }
@@ -171,8 +223,13 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
         return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x, c.algo, &b);
       });
     };
-    const auto* best = pick(perf, count, o, s.math, bytes, p.data_bytes);
-    if (!best) fail(none + "input gradient (" + describe(s) + ")");
+    auto run = [&](const cudnnConvolutionBwdDataAlgoPerf_t& c, std::size_t b) {
+      DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, math_for(o, s.math, c.mathType)));
+      return cudnnConvolutionBackwardData(h, &one, p.w, wscratch.get(), p.y, ys.get(), p.conv, c.algo,
+                                          ctx.impl().workspace_of(b), b, &zero, p.x, xs.get());
+    };
+    const auto* best = try_in_order(qualifying(perf, count, o, s.math, bytes), run, data_said, p.data_bytes);
+    if (!best) fail(none + "input gradient (" + describe(s) + "): " + data_said);
     p.bwd_data = best->algo;
     p.data_math = math_for(o, s.math, best->mathType);
   }
@@ -186,11 +243,20 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
         return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, c.algo, &b);
       });
     };
-    const auto* best = pick(perf, count, o, s.math, bytes, p.filter_bytes);
-    if (!best) fail(none + "weight gradient (" + describe(s) + ")");
+    auto run = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& c, std::size_t b) {
+      DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, math_for(o, s.math, c.mathType)));
+      return cudnnConvolutionBackwardFilter(h, &one, p.x, xs.get(), p.y, ys.get(), p.conv, c.algo,
+                                            ctx.impl().workspace_of(b), b, &zero, p.w, wscratch.get());
+    };
+    const auto* best = try_in_order(qualifying(perf, count, o, s.math, bytes), run, filter_said, p.filter_bytes);
+    if (!best) fail(none + "weight gradient (" + describe(s) + "): " + filter_said);
     p.bwd_filter = best->algo;
     p.filter_math = math_for(o, s.math, best->mathType);
   }
+  DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, allowed));
+  // Once per plan: what cuDNN will run for this shape (the GPU check's logs read it).
+  std::fprintf(stderr, "dlscale: conv2d (GPU) %s: forward %s; input gradient %s; weight gradient %s\n",
+               describe(s).c_str(), fwd_said.c_str(), data_said.c_str(), filter_said.c_str());
   return plan;
 }
 
