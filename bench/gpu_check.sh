@@ -11,8 +11,9 @@
 # short table last.
 #
 # Time: every step runs under `timeout`, its own limit cut to what is left of
-# GPU_CHECK_SECONDS (default 450) since the start, so the table comes out
-# within the lent machine's 8 minutes whatever hangs; a step that fails reads
+# GPU_CHECK_SECONDS (default 330) since the start, so the table comes out
+# within 330 s whatever hangs, leaving room in the issue's 15 minutes of
+# device time for the machine's start and a second, shorter run; a step that fails reads
 # FAILED in its row, one that found no time left SKIPPED. The training
 # steps are capped (150 s for the EPOCHS=3 accuracy runs, 60-90 s for the
 # others).
@@ -33,6 +34,11 @@
 #   timeout_s 500
 # Without that folder it trains on synthetic data of the same shape, and the
 # table says so.
+#
+# Before running anything it writes `ldd ... | grep "not found"` of every
+# program into ldd.txt (in the logs); compute-sanitizer (memcheck, then
+# racecheck) runs over the layer tests last, when the machine has it and time
+# is left.
 #
 # Results go under $OUT (default ./gpu-check-out): table.txt (the table printed
 # last) and logs.tar.gz (every step's log, nvidia-smi.txt and the training
@@ -59,7 +65,7 @@ jobs=$(nproc)
 py=${PYTHON:-python3}
 
 start=$(date +%s)
-deadline=$(( start + ${GPU_CHECK_SECONDS:-450} ))
+deadline=$(( start + ${GPU_CHECK_SECONDS:-330} ))
 # step LIMIT LOG COMMAND...: COMMAND with its output in LOG, killed (with its
 # children) after LIMIT seconds or at the deadline, whichever comes first.
 # Returns COMMAND's status, 124/137 on a timeout, 125 when under 10 s were left.
@@ -84,8 +90,14 @@ if [ -f gpu-bundle.tar.xz ]; then
   step 120 "$logs/build.log" bash -c 'rm -rf "$1" && mkdir -p "$1" || exit
     tar -xJf gpu-bundle.tar.xz -C "$1" 2>/dev/null || "$2" -c "import sys, tarfile
 tarfile.open(\"gpu-bundle.tar.xz\").extractall(sys.argv[1], **({\"filter\": \"fully_trusted\"} if hasattr(tarfile, \"fully_trusted_filter\") else {}))" "$1" || exit
-    find /usr/local /opt /usr/lib -xdev \( -name libcublas.so.13 -o -name libcublasLt.so.13 -o -name libcudnn.so.9 \
-      -o -name libnccl.so.2 \) 2>/dev/null | xargs -r -n1 dirname | sort -u' unpack "$bundle" "$py"
+    { find /usr/local /opt /usr/lib /usr/lib64 \( -name libcublas.so.13 -o -name libcublasLt.so.13 -o -name libcudnn.so.9 \
+        -o -name libnccl.so.2 \) 2>/dev/null
+      "$2" -c "import glob, os, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()] + sys.path
+for r in roots:
+    for lib in glob.glob(os.path.join(r, \"nvidia\", \"*\", \"lib\", \"lib*.so*\")):
+        print(lib)" 2>/dev/null; } | grep -E "libcublas(Lt)?\.so\.13|libcudnn\.so\.9|libnccl\.so\.2" |
+      xargs -r -n1 dirname | sort -u' unpack "$bundle" "$py"
   build=$?
   cuda_dirs=$(grep '^/' "$logs/build.log" | paste -sd:)
   # One wrapper per program sets its environment, so PyTorch's python never
@@ -106,6 +118,10 @@ EOF
     chmod +x "$bundle/run/${f##*/}"
   done
   program() { echo "$bundle/run/$1"; }
+  # What the loader would not find, before anything runs (an empty ldd.txt is the good news).
+  for f in "$bundle"/bin/*; do
+    LD_LIBRARY_PATH="$bundle/lib${cuda_dirs:+:$cuda_dirs}" ldd "$f" 2>&1 | grep "not found" | sed "s|^|${f##*/}: |"
+  done >"$logs/ldd.txt"
   configure=0
 else
   how="built here"
@@ -116,6 +132,10 @@ else
   program() { find build-gpu -name "$1" -type f -perm -u+x | head -1; }
 fi
 build_time=$(( $(date +%s) - build_start ))
+[ -f "$logs/ldd.txt" ] || for t in dlscale "${tests[@]}"; do
+  f=$(program "$t")
+  [ -n "$f" ] && ldd "$f" 2>&1 | grep "not found" | sed "s|^|$t: |"
+done >"$logs/ldd.txt"
 dl=$(program dlscale)
 step 30 "$logs/info.txt" "$dl" info
 info=$?
@@ -179,6 +199,15 @@ det2=$?
 train 60 amp-fp16 --max-epochs 1 --validation-data "" --test-data "$data/test" \
   --training-precision automatic-mixed --mixed-precision-type fp16
 amp_fp16_rc=$?
+# Last, with whatever time is left: memory errors and races in the layer tests.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+memcheck=126 racecheck=126
+if [ -n "$sanitizer" ]; then
+  step 90 "$logs/memcheck.log" "$sanitizer" --tool memcheck --error-exitcode 9 "$(program test_layer_gpu)"
+  memcheck=$?
+  step 90 "$logs/racecheck.log" "$sanitizer" --tool racecheck --error-exitcode 9 "$(program test_layer_gpu)"
+  racecheck=$?
+fi
 tar czf "$out/logs.tar.gz" --exclude='*.h5' -C runs gpu-check-logs gpu-check 2>/dev/null
 
 # Reads the figures from summary.json: "test accuracy A, S samples/s (device D)".
@@ -231,11 +260,16 @@ printf '\n%-28s %s\n' "check" "result"
 printf '%-28s %s\n' "programs" "$how"
 [ "$how" = "built here" ] && printf '%-28s %s\n' "configure (DLSCALE_CUDA=ON)" "$(status $configure)"
 printf '%-28s %s\n' "build or unpack" "$(status $build) in ${build_time}s"
+printf '%-28s %s\n' "libraries not found (ldd)" "$(wc -l <"$logs/ldd.txt" 2>/dev/null || echo "?") (ldd.txt)"
+printf '%-28s %s\n' "carried (du)" "$(du -sh --exclude=runs --exclude=gpu-check-out --exclude=build --exclude=.git . 2>/dev/null | cut -f1) tree with bundle and data (limit 60 MB)"
 printf '%-28s %s\n' "dlscale info" "$(status $info): $(grep -o '[0-9]* GPU(s)[^)]*' "$logs/info.txt" | head -1)"
 printf '%-28s %s\n' "NCCL all-reduce (1 rank)" "$(status $nccl_rc)"
 printf '%-28s %s\n' "caching allocator (host)" "$(status $allocator)"
 printf '%-28s %s\n' "CUDA layers vs CPU" "$(status $layers)"
 printf '%-28s %s\n' "trainnet on the GPU (tests)" "$(status $train_tests): $(grep -o 'automatic-mixed [a-z0-9]* test accuracy [0-9.]* (float32 [0-9.]*)' "$logs/train-gpu-tests.log" | tr '\n' ';')"
+sanitized() { if [ "$1" = 126 ]; then echo "not run (no compute-sanitizer)"; else status "$1"; fi; }
+printf '%-28s %s\n' "compute-sanitizer memcheck" "$(sanitized $memcheck)"
+printf '%-28s %s\n' "compute-sanitizer racecheck" "$(sanitized $racecheck)"
 printf '%-28s %s\n' "tests skipped" "$(cat "$logs"/*-tests.log 2>/dev/null | grep -c '^\[  SKIPPED \] [A-Za-z].*ms)$')"
 
 # One row per layer test: gtest's verdict and the largest relative error it measured.
@@ -273,5 +307,5 @@ case "$det1 $det2 $?" in
   *) row "deterministic (2 runs, cmp model.h5)" "FAILED" "run 1: $(status $det1), run 2: $(status $det2)" ;;
 esac
 row "dlscale GPU, automatic-mixed fp16" "$(status $amp_fp16_rc)" "$(summary "$work/amp-fp16/summary.json")"
-row "wall time" "" "$(( $(date +%s) - start ))s of ${GPU_CHECK_SECONDS:-450}s"
+row "wall time" "" "$(( $(date +%s) - start ))s of ${GPU_CHECK_SECONDS:-330}s"
 } | tee "$out/table.txt"
