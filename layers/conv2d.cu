@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "layers/algorithm_choice.h"
 #include "layers/cuda_layers.h"
 #include "layers/mixed_precision.cuh"
 #include "runtime/core/gpu_context.cuh"
@@ -77,7 +78,7 @@ bool fma_only(const GpuOptions& o, MathPrecision math) { return math == MathPrec
 // with its workspace; `bytes` asks cuDNN for a candidate's workspace (false:
 // not supported). A qualifying candidate may still fail when it runs (a
 // deterministic fp16/bf16 backward for 1-4 channels in NCHW, say), so the
-// plan tries them in order (try_in_order below).
+// plan tries them in order (first_that_runs).
 template <class Perf, class Bytes>
 std::vector<std::pair<const Perf*, std::size_t>> qualifying(const Perf* perf, int count, const GpuOptions& o,
                                                              MathPrecision math, Bytes&& bytes) {
@@ -104,28 +105,14 @@ const char* math_name(cudnnMathType_t m) {
   }
 }
 
-// Runs each candidate once on the plan's scratch tensors, in order; the first
-// whose call succeeds is returned with its workspace in chosen_bytes, and
-// `chosen` says which it is and which failed before it. nullptr: none ran.
-template <class Perf, class Run>
-const Perf* try_in_order(const std::vector<std::pair<const Perf*, std::size_t>>& candidates, Run&& run,
-                         std::string& chosen, std::size_t& chosen_bytes) {
-  std::string failed;
-  for (const auto& [candidate, bytes] : candidates) {
-    const cudnnStatus_t status = run(*candidate, bytes);
-    if (status == CUDNN_STATUS_SUCCESS) {
-      chosen_bytes = bytes;
-      chosen = "algorithm " + std::to_string(static_cast<int>(candidate->algo)) + " (" +
-               math_name(candidate->mathType) + ", workspace " + format_bytes(bytes) + ")" +
-               (failed.empty() ? "" : "; failed first: " + failed);
-      return candidate;
-    }
-    failed += (failed.empty() ? "" : ", ") + std::to_string(static_cast<int>(candidate->algo)) + " (" +
-              cudnnGetErrorString(status) + ")";
-  }
-  chosen = failed.empty() ? "no candidate qualified" : "every candidate failed: " + failed;
-  return nullptr;
+// How a candidate is named in the plan's log line.
+template <class Perf>
+std::string algorithm_name(const Perf& p) {
+  return "algorithm " + std::to_string(static_cast<int>(p.algo)) + " (" + math_name(p.mathType) + ")";
 }
+
+// first_that_runs (layers/algorithm_choice.h) wants "" or why a call failed.
+std::string error_of(cudnnStatus_t status) { return status == CUDNN_STATUS_SUCCESS ? "" : cudnnGetErrorString(status); }
 
 // Without TF32, FMA math: cuDNN's default math lets sm_80+ use TF32.
 cudnnMathType_t math_for(const GpuOptions& o, MathPrecision math, cudnnMathType_t candidate) {
@@ -205,11 +192,15 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
     };
     auto run = [&](const cudnnConvolutionFwdAlgoPerf_t& c, std::size_t b) {
       DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, math_for(o, s.math, c.mathType)));
-      return cudnnConvolutionForward(h, &one, p.x, xs.get(), p.w, wscratch.get(), p.conv, c.algo, ctx.impl().workspace_of(b),
-                                     b, &zero, p.y, ys.get());
+      return error_of(cudnnConvolutionForward(h, &one, p.x, xs.get(), p.w, wscratch.get(), p.conv, c.algo,
+                                              ctx.impl().workspace_of(b), b, &zero, p.y, ys.get()));
     };
-    const auto* best = try_in_order(qualifying(perf, count, o, s.math, bytes), run, fwd_said, p.fwd_bytes);
-    if (!best) fail(none + "forward (" + describe(s) + "): " + fwd_said);
+    const auto choice = first_that_runs(qualifying(perf, count, o, s.math, bytes), run,
+                                        [](const auto& c) { return algorithm_name(c); });
+    fwd_said = choice.said;
+    if (!choice.chosen) fail(none + "forward (" + describe(s) + "): " + fwd_said);
+    const auto* best = choice.chosen;
+    p.fwd_bytes = choice.workspace_bytes;
     p.fwd = best->algo;
     p.fwd_math = math_for(o, s.math, best->mathType);
   }
@@ -225,11 +216,15 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
     };
     auto run = [&](const cudnnConvolutionBwdDataAlgoPerf_t& c, std::size_t b) {
       DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, math_for(o, s.math, c.mathType)));
-      return cudnnConvolutionBackwardData(h, &one, p.w, wscratch.get(), p.y, ys.get(), p.conv, c.algo,
-                                          ctx.impl().workspace_of(b), b, &zero, p.x, xs.get());
+      return error_of(cudnnConvolutionBackwardData(h, &one, p.w, wscratch.get(), p.y, ys.get(), p.conv, c.algo,
+                                          ctx.impl().workspace_of(b), b, &zero, p.x, xs.get()));
     };
-    const auto* best = try_in_order(qualifying(perf, count, o, s.math, bytes), run, data_said, p.data_bytes);
-    if (!best) fail(none + "input gradient (" + describe(s) + "): " + data_said);
+    const auto choice = first_that_runs(qualifying(perf, count, o, s.math, bytes), run,
+                                        [](const auto& c) { return algorithm_name(c); });
+    data_said = choice.said;
+    if (!choice.chosen) fail(none + "input gradient (" + describe(s) + "): " + data_said);
+    const auto* best = choice.chosen;
+    p.data_bytes = choice.workspace_bytes;
     p.bwd_data = best->algo;
     p.data_math = math_for(o, s.math, best->mathType);
   }
@@ -245,11 +240,15 @@ std::shared_ptr<ConvPlan> make_plan(GpuContext& ctx, const ConvShape& s) {
     };
     auto run = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& c, std::size_t b) {
       DLSCALE_CHECK_CUDNN(cudnnSetConvolutionMathType(p.conv, math_for(o, s.math, c.mathType)));
-      return cudnnConvolutionBackwardFilter(h, &one, p.x, xs.get(), p.y, ys.get(), p.conv, c.algo,
-                                            ctx.impl().workspace_of(b), b, &zero, p.w, wscratch.get());
+      return error_of(cudnnConvolutionBackwardFilter(h, &one, p.x, xs.get(), p.y, ys.get(), p.conv, c.algo,
+                                            ctx.impl().workspace_of(b), b, &zero, p.w, wscratch.get()));
     };
-    const auto* best = try_in_order(qualifying(perf, count, o, s.math, bytes), run, filter_said, p.filter_bytes);
-    if (!best) fail(none + "weight gradient (" + describe(s) + "): " + filter_said);
+    const auto choice = first_that_runs(qualifying(perf, count, o, s.math, bytes), run,
+                                        [](const auto& c) { return algorithm_name(c); });
+    filter_said = choice.said;
+    if (!choice.chosen) fail(none + "weight gradient (" + describe(s) + "): " + filter_said);
+    const auto* best = choice.chosen;
+    p.filter_bytes = choice.workspace_bytes;
     p.bwd_filter = best->algo;
     p.filter_math = math_for(o, s.math, best->mathType);
   }
