@@ -22,12 +22,11 @@ namespace {
 // a reader sees it whole or not at all.
 void write_preempted_marker(const TrainingOptions& o, const TrainingResult& result) {
   namespace fs = std::filesystem;
-  const std::string dir = o.checkpoint_path.empty() ? o.output + "/checkpoints" : o.checkpoint_path;
   const fs::path marker = fs::path(o.output) / kPreemptedMarker;
   const std::string tmp = marker.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << "iteration " << result.iterations << "\ncheckpoint " << dir << "/ckpt-" << result.iterations << ".h5\n";
+    out << "iteration " << result.iterations << "\ncheckpoint " << result.last_checkpoint << "\n";
     if (!out.flush()) fail("cannot write the preemption marker " + tmp);
   }
   commit_file(tmp, marker.string());

@@ -142,11 +142,14 @@ std::string restored_fingerprint(const TrainingState& s, Network& net, Optimizer
 
 }  // namespace
 
-void write_checkpoint(const std::string& dir, Network& net, Optimizer& optimizer, const TrainingState& state,
-                      const CheckpointIdentity& id, Communicator& comm, int keep) {
+std::string write_checkpoint(const std::string& dir, Network& net, Optimizer& optimizer, const TrainingState& state,
+                             const CheckpointIdentity& id, Communicator& comm, int keep) {
   // '\n' cannot occur in a stream state; '|' separates a rank's streams.
   const auto streams = comm.allgather(net.random_state());
-  if (comm.rank() != 0) return;
+  char name[64];
+  std::snprintf(name, sizeof name, "ckpt-%lld.h5", static_cast<long long>(state.iteration));
+  const std::string path = (fs::path(dir) / name).string();
+  if (comm.rank() != 0) return path;
   FileExtras extras;
   extras.tensors = optimizer.state();
   extras.attributes = {{"iteration", std::to_string(state.iteration)},
@@ -164,10 +167,8 @@ void write_checkpoint(const std::string& dir, Network& net, Optimizer& optimizer
                        {"loss_scale_skips_in_a_row", std::to_string(state.loss_scale.skips_in_a_row)},
                        {"random_streams", join(streams, '\n')}};
   fs::create_directories(dir);
-  char name[64];
-  std::snprintf(name, sizeof name, "ckpt-%lld.h5", static_cast<long long>(state.iteration));
-  save_model((fs::path(dir) / name).string(), net, extras);
-  if (keep <= 0) return;
+  save_model(path, net, extras);
+  if (keep <= 0) return path;
   // Only older checkpoints are candidates: the one just written is whole (its
   // write and close were checked) and stays, whatever else the folder holds.
   std::vector<fs::path> older;
@@ -175,6 +176,7 @@ void write_checkpoint(const std::string& dir, Network& net, Optimizer& optimizer
     if (iteration < state.iteration) older.push_back(path);
   const std::size_t keep_older = static_cast<std::size_t>(keep - 1);
   for (std::size_t i = 0; i + keep_older < older.size(); ++i) fs::remove(older[i]);
+  return path;
 }
 
 void claim_checkpoint_folder(const std::string& dir, bool overwrite, Communicator& comm,

@@ -37,8 +37,9 @@ struct CheckpointIdentity {
 // Collective (gathers every rank's random streams); rank 0 writes
 // ckpt-<iteration>.h5 into dir and then prunes: of the checkpoints older than
 // the one just written it keeps the newest keep - 1 (keep 0 keeps all). The
-// one just written, and anything newer, is never deleted.
-void write_checkpoint(const std::string& dir, Network& net, Optimizer& optimizer, const TrainingState& state,
+// one just written, and anything newer, is never deleted. Returns the path of
+// the checkpoint (on every rank).
+std::string write_checkpoint(const std::string& dir, Network& net, Optimizer& optimizer, const TrainingState& state,
                       const CheckpointIdentity& id, Communicator& comm, int keep);
 
 // A fresh (not resumed) run must not write into a folder holding another

@@ -372,7 +372,8 @@ void TrainingRun::run_validation() {
 
 void TrainingRun::checkpoint() {
   sync_buffers();
-  write_checkpoint(checkpoint_dir_, *net_, *optimizer_, state_, identity_, comm_, o_.checkpoint_keep);
+  const std::string path =
+      write_checkpoint(checkpoint_dir_, *net_, *optimizer_, state_, identity_, comm_, o_.checkpoint_keep);
   if (comm_.rank() == 0 && hooks_.checkpoint_delay_s > 0)  // as if the write itself took that long
     std::this_thread::sleep_for(std::chrono::duration<double>(hooks_.checkpoint_delay_s));
   // Every rank knows rank 0 is writing: the wait for it is bounded by
@@ -380,7 +381,7 @@ void TrainingRun::checkpoint() {
   // write on a busy filesystem does not end the job.
   const double limit = o_.checkpoint_timeout_s > 0 ? o_.checkpoint_timeout_s : 1e300;  // 0: no limit
   comm_.barrier("the wait for rank 0 to write a checkpoint", limit, "checkpoint-timeout");
-  checkpoints_.emplace_back(state_.iteration, checkpoint_dir_ + "/ckpt-" + std::to_string(state_.iteration) + ".h5");
+  checkpoints_.emplace_back(state_.iteration, path);
   t_last_checkpoint_ = Clock::now();
 }
 
@@ -436,6 +437,7 @@ TrainingResult TrainingRun::run() {
   if (result_.stop_reason == "preempted") {
     dir_->say("stopped by a signal at iteration " + std::to_string(state_.iteration) + "; checkpoint written to " +
               checkpoint_dir_ + "; continue with --resume auto");
+    result_.last_checkpoint = checkpoints_.back().second;
     result_.network = std::move(net_);
     return std::move(result_);
   }

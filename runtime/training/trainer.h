@@ -24,6 +24,7 @@ struct TrainingResult {
   std::vector<std::string> devices;  // one per rank
   std::string stop_reason;           // "max epochs", "validation patience", "preempted"
   LossScaleState loss_scale;         // final scale and skipped steps (scale 1 without loss scaling)
+  std::string last_checkpoint;       // a preempted run: the checkpoint it stopped at
 };
 
 TrainingResult trainnet(const TrainingOptions& options, Communicator& comm);
