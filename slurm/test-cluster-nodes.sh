@@ -76,7 +76,7 @@ EOF
 
 make_bridge() {
   ip link show "$bridge" >/dev/null 2>&1 || ip link add "$bridge" type bridge
-  ip addr show dev "$bridge" | grep -qF " $controller_addr/" || ip addr add "$controller_addr/24" dev "$bridge"
+  [[ $(ip -4 -o addr show dev "$bridge") == *" $controller_addr/"* ]] || ip addr add "$controller_addr/24" dev "$bridge"
   ip link set "$bridge" up
   printf 'bridge=%s\nsubnet=%s.0/24\n' "$bridge" "$subnet" >"$dir/network"
 }
@@ -91,17 +91,25 @@ start_node() {
   chmod 1777 "$home/tmp"
   rm -f "$pidfile"
   # The holder names its folder on its command line, so live_pid knows it as ours.
+  # A cluster folder under /tmp (a checkout there) stays shared: its top
+  # folder is bound into the node's /tmp before that covers the machine's.
+  local shared=""
+  case $dir/ in /tmp/?*) shared=${dir#/tmp/} shared=/tmp/${shared%%/*} ;; esac
   setsid unshare --net --uts --mount --propagation private -- bash -c '
     set -e
     hostname "$1"
-    mount --bind "$2/tmp" /tmp
+    if [ -n "$5" ]; then
+      mkdir -p "$2/tmp/${5#/tmp/}"
+      mount --bind "$5" "$2/tmp/${5#/tmp/}"
+    fi
+    mount --rbind "$2/tmp" /tmp
     mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm
     mount --bind "$3/etc/hosts" /etc/hosts
     mount --bind "$3/etc/openmpi-mca-params.conf" /etc/openmpi/openmpi-mca-params.conf
     ip link set lo up
     echo $$ >"$4.tmp"
     mv "$4.tmp" "$4"
-    exec -a "dlscale-node $2" sleep infinity' _ "$node" "$home" "$dir" "$pidfile" \
+    exec -a "dlscale-node $2" sleep infinity' _ "$node" "$home" "$dir" "$pidfile" "$shared" \
     </dev/null >>"$dir/log/nodes.log" 2>&1 &
   for ((i = 0; i < 100; i++)); do
     pid=$(holder_pid "$node") && break

@@ -13,8 +13,8 @@
 # the nodes node1..nodeN are Linux namespaces (slurm/test-cluster-nodes.sh):
 # their own hostname, address on a private bridge, /tmp and /dev/shm, Open
 # MPI over TCP between them, one slurmd each; slurmctld and munged stay in
-# this machine's namespaces, so a node can fail without them. DIR is the
-# shared filesystem and must not be under /tmp (each node has its own).
+# this machine's namespaces, so a node can fail without them. DIR, and the
+# project around it, are the nodes' shared filesystem.
 # On such a cluster:
 #   slurm/test-cluster.sh exec DIR NODE CMD...     run CMD in NODE (from this folder)
 #   slurm/test-cluster.sh kill-node DIR NODE       SIGKILL every process of NODE
@@ -63,7 +63,7 @@ live_pid() {
   [ -s "$file" ] || return 1
   pid=$(<"$file")
   [[ $pid =~ ^[0-9]+$ ]] || return 1
-  [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$dir/" || return 1
+  [ -r "/proc/$pid/cmdline" ] && [[ $(tr '\0' ' ' <"/proc/$pid/cmdline") == *"$dir/"* ]] || return 1
   echo "$pid"
 }
 
@@ -296,7 +296,6 @@ start() {
       { echo "test-cluster: $dir runs $(node_count) namespace nodes, not $nodes_wanted: stop it first" >&2; exit 1; }
   else
     if ((nodes_wanted > 0)); then
-      case $dir/ in /tmp/*) echo "test-cluster: $dir is under /tmp, which every node has its own of: use a shared folder" >&2; exit 1 ;; esac
       echo "$nodes_wanted" >"$dir/nodes"
     else
       rm -f "$dir/nodes"

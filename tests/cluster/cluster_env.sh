@@ -1,0 +1,61 @@
+# Sourced by the tests on the multi-node test cluster (slurm/test-cluster.sh
+# start --nodes N, started by the CTest fixture in this folder):
+#   . cluster_env.sh CLUSTER_DIR DLSCALE
+# The scratch folder is on the cluster's shared filesystem (CLUSTER_DIR/tmp,
+# set as TMPDIR by CTest), since every node has a /tmp of its own.
+cluster=$(cd "$1" && pwd)
+dlscale=$(realpath "$2")
+project=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cluster_script=$project/slurm/test-cluster.sh
+export SLURM_CONF=$cluster/slurm.conf
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+case ${TMPDIR:-/tmp}/ in /tmp/*) echo "cluster tests need TMPDIR on the shared filesystem (CTest sets it)" >&2; exit 1 ;; esac
+mkdir -p "$TMPDIR"
+. "$project/tests/scratch.sh"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+on_node() { "$cluster_script" exec "$cluster" "$@"; }
+node_count() { cat "$cluster/nodes"; }
+
+# Fashion-MNIST (Debian's dataset-fashion-mnist) as shards in $scratch/data,
+# and the example CNN reading them.
+fashion_mnist() {
+  local src=/usr/share/datasets/fashion-mnist split
+  for split in train:train t10k:test; do
+    "$dlscale" shard --images "$src/${split%%:*}-images-idx3-ubyte.gz" --labels "$src/${split%%:*}-labels-idx1-ubyte.gz" \
+      --output "$scratch/data/${split##*:}" --shards 4 >/dev/null
+  done
+  sed "s#data/fashion-mnist#$scratch/data#" "$project/examples/fashion-mnist/cnn.ini" >"$scratch/cnn.ini"
+}
+
+# A value from a run's summary.json: json_value RUN KEY
+json_value() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]+"/summary.json"))[sys.argv[2]])' "$1" "$2"; }
+
+# Profiles of the test: [cluster] submits to the test cluster, jobs in $scratch/jobs.
+use_cluster_profile() {
+  printf 'default = cluster\n[cluster]\ntype = slurm\npartition = debug\ntime = 20\njob-root = %s\n' \
+    "$scratch/jobs" >"$scratch/profiles.ini"
+  export DLSCALE_PROFILES=$scratch/profiles.ini
+  unset DLSCALE_PROFILE
+}
+
+# dlscale submit ARGS...; prints the job folder's name.
+submit_job() {
+  local out
+  out=$("$dlscale" submit "$@") || fail "dlscale submit $*: $out"
+  awk 'NR == 1 {print $2}' <<<"$out"
+}
+
+# Waits (at most $2 s, default 400) until job $1 ended; prints its state.
+wait_job() {
+  local job=$1 limit=${2:-400} begin=$SECONDS state
+  while ((SECONDS - begin < limit)); do
+    state=$("$dlscale" jobs --json "$job" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("state",""))')
+    case $state in done | failed | cancelled) echo "$state"; return 0 ;; esac
+    sleep 1
+  done
+  echo "timeout($state)"
+}
+
+# The rank table rank 0 logs: "RANK HOST LOCAL" lines.
+rank_table() { awk '/^ +rank +host +local/ {on = 1; next} on && $1 ~ /^[0-9]+$/ {print $1, $2, $3; next} on {exit}' "$1"; }
