@@ -41,8 +41,10 @@
 # is left.
 #
 # Results go under $OUT (default ./gpu-check-out): table.txt (the table printed
-# last) and logs.tar.gz (every step's log, nvidia-smi.txt and the training
-# run directories, model files left out); the device tool returns at most 8 files.
+# last), measured.txt (every "measured:" line of the GPU tests: each checked
+# figure with its bound and ok or FAILED, tests/gpu/measured.h) and
+# logs.tar.gz (every step's log, nvidia-smi.txt and the training run
+# directories, model files left out); the device tool returns at most 8 files.
 #   bench/gpu_check.sh          (PYTHON: the python3 with torch, default python3)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
@@ -208,6 +210,8 @@ if [ -n "$sanitizer" ]; then
   step 90 "$logs/racecheck.log" "$sanitizer" --tool racecheck --error-exitcode 9 "$(program test_layer_gpu)"
   racecheck=$?
 fi
+# The tests' figures, pass or fail, in one file (not the sanitizer's reruns).
+grep -h '^measured:' "$logs"/*-tests.log >"$out/measured.txt" 2>/dev/null
 tar czf "$out/logs.tar.gz" --exclude='*.h5' -C runs gpu-check-logs gpu-check 2>/dev/null
 
 # Reads the figures from summary.json: "test accuracy A, S samples/s (device D)".
@@ -266,10 +270,11 @@ printf '%-28s %s\n' "dlscale info" "$(status $info): $(grep -o '[0-9]* GPU(s)[^)
 printf '%-28s %s\n' "NCCL all-reduce (1 rank)" "$(status $nccl_rc)"
 printf '%-28s %s\n' "caching allocator (host)" "$(status $allocator)"
 printf '%-28s %s\n' "CUDA layers vs CPU" "$(status $layers)"
-printf '%-28s %s\n' "trainnet on the GPU (tests)" "$(status $train_tests): $(grep -o 'automatic-mixed [a-z0-9]* test accuracy [0-9.]* (float32 [0-9.]*)' "$logs/train-gpu-tests.log" | tr '\n' ';')"
+printf '%-28s %s\n' "trainnet on the GPU (tests)" "$(status $train_tests): $(sed -n 's/^measured: TrainGpu\.AutomaticMixed[^ ]* \[\([a-z0-9]*\)\] test accuracy = \([^ ]*\) (bound \([^ ]*\) .*/automatic-mixed \1 test accuracy \2 (float32 \3)/p' "$logs/train-gpu-tests.log" | paste -sd';')"
 sanitized() { if [ "$1" = 126 ]; then echo "not run (no compute-sanitizer)"; else status "$1"; fi; }
 printf '%-28s %s\n' "compute-sanitizer memcheck" "$(sanitized $memcheck)"
 printf '%-28s %s\n' "compute-sanitizer racecheck" "$(sanitized $racecheck)"
+printf '%-28s %s\n' "measured (measured.txt)" "$(grep -c ' ok$' "$out/measured.txt") within bounds, $(grep -c ' FAILED$' "$out/measured.txt") outside, $(grep -c '(no bound)$' "$out/measured.txt") without"
 printf '%-28s %s\n' "tests skipped" "$(cat "$logs"/*-tests.log 2>/dev/null | grep -c '^\[  SKIPPED \] [A-Za-z].*ms)$')"
 
 # One row per layer test: gtest's verdict and the largest relative error it measured.

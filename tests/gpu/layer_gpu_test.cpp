@@ -19,17 +19,21 @@
 //   3e-2  bf16 math: the same with u = 2^-8 = 3.9e-3 (~1.2e-2 expected).
 // Dropout's masks come from another generator, so its test checks statistics.
 // On a machine without a GPU every test is skipped with the reason.
-// Each test prints "[ GPU_CHECK ] <test> max_rel_err=<e>" for bench/gpu_check.sh.
+// Every check of a measured value prints it with its bound ("measured: ...",
+// measured.h), pass or fail; each test also prints
+// "[ GPU_CHECK ] <test> max_rel_err=<e>" for bench/gpu_check.sh's table.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "expect_error.h"
+#include "gpu/measured.h"
 #include "layers/conv2d.h"
 #include "layers/cuda_layers.h"
 #include "layers/layer_factory.h"
@@ -43,7 +47,15 @@
 namespace dlscale {
 namespace {
 
+using testing::above;
+using testing::at_least;
+using testing::at_most;
+using testing::between;
+using testing::Bound;
 using testing::build_layer;
+using testing::equal_to;
+using testing::measured;
+using testing::near;
 
 // Float32 values (so both backends see the same numbers), returned as float64.
 Tensor uniform(const Shape& shape, Rng& rng, double lo, double hi) {
@@ -87,9 +99,11 @@ class LayerGpu : public ::testing::Test {
     return b;
   }
 
-  // The GPU result (float32) against the CPU reference, relative to the
-  // reference's largest magnitude; returns that error.
-  double compare(const Tensor& gpu, const Tensor& cpu, double bound, const std::string& what) {
+  // The GPU result (float32) against the CPU reference: the largest
+  // |gpu - cpu| relative to the reference's largest magnitude, printed with
+  // and checked against `bound`; returns it.
+  double compare(const Tensor& gpu, const Tensor& cpu, const Bound& bound, const std::string& what,
+                 const std::string& on_failure = "") {
     EXPECT_EQ(gpu.shape(), cpu.shape()) << what;
     if (gpu.shape() != cpu.shape()) return 1;
     const double scale = std::max(max_abs(cpu), 1e-30);
@@ -100,19 +114,26 @@ class LayerGpu : public ::testing::Test {
       if (!(e <= worst)) worst = e, at = i;  // NaN counts as the worst
     }
     worst_ = std::max(worst_, worst);
-    EXPECT_LE(worst, bound) << what << ": element " << at << " is " << gpu.at(at) << " on the GPU and "
-                            << cpu.at(at) << " on the CPU (scale " << scale << ")";
+    EXPECT_TRUE(measured(what + " max rel err", worst, bound))
+        << "element " << at << " is " << gpu.at(at) << " on the GPU and " << cpu.at(at) << " on the CPU (scale "
+        << scale << ")" << on_failure;
     return worst;
+  }
+  double compare(const Tensor& gpu, const Tensor& cpu, double bound, const std::string& what) {
+    return compare(gpu, cpu, at_most(bound), what);
   }
   // compare() for a layer computing in `math`. Under 2-byte math the error
   // must also be above a floor (random float32 operands are almost never
   // exactly representable in 2 bytes): a layer that ignored the math and
   // computed in float32 would pass the bound alone.
   void compare_in(MathPrecision math, const Tensor& gpu, const Tensor& cpu, const std::string& what) {
-    const double worst = compare(gpu, cpu, gemm_bound(math), what);
-    if (math != MathPrecision::f32)
-      EXPECT_GT(worst, math == MathPrecision::f16 ? 1e-5 : 1e-4)
-          << what << ": no rounding error at all, so it did not compute in " << gpu::name_of(math);
+    if (math == MathPrecision::f32) {
+      compare(gpu, cpu, gemm_bound(math), what);
+      return;
+    }
+    const double floor = math == MathPrecision::f16 ? 1e-5 : 1e-4;
+    compare(gpu, cpu, between(floor, gemm_bound(math)), what,
+            std::string("; an error at the floor or under means it did not compute in ") + gpu::name_of(math));
   }
   // Statistical checks report their own deviation.
   void note(double deviation) { worst_ = std::max(worst_, deviation); }
@@ -131,8 +152,8 @@ TEST_F(LayerGpu, DenseMatchesCpu) {
   for (const MathPrecision math : kAllMath)
   for (const bool bias : {true, false}) {
     for (const bool input_grad : {true, false}) {
-      SCOPED_TRACE(std::string(gpu::name_of(math)) + " bias=" + std::to_string(bias) +
-                   " input_grad=" + std::to_string(input_grad));
+      MEASURED_SCOPE(std::string(gpu::name_of(math)) + " bias=" + std::to_string(bias) +
+                     " input_grad=" + std::to_string(input_grad));
       Rng rng(11);
       const Shape in{3, 4, 5};
       const std::int64_t n = 16, f = 60, u = 7;
@@ -170,23 +191,26 @@ TEST_F(LayerGpu, HalfCopiesRoundToNearestAndFp16OverflowsToInf) {
   for (std::int64_t i = 0; i < n; ++i) host.set(i, values[i]);
   const DeviceBuffer x = up(host);
   for (const MathPrecision math : {MathPrecision::f16, MathPrecision::bf16}) {
-    SCOPED_TRACE(gpu::name_of(math));
+    MEASURED_SCOPE(gpu::name_of(math));
     const DeviceBuffer h = gpu::to_half(*ctx_, math, x.as<float>(), n);
     DeviceBuffer back = zeros(n);
     gpu::from_half(*ctx_, math, h.get(), back.as<float>(), n);
     const Tensor got = down(back, {n});
     const double half_ulp = math == MathPrecision::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
-    for (std::int64_t i = 0; i < 4; ++i) EXPECT_EQ(got.at(i), values[i]) << "exactly representable " << values[i];
-    for (std::int64_t i = 4; i < 6; ++i) {
-      EXPECT_NE(got.at(i), values[i]) << values[i] << " is not representable in 2 bytes";
-      EXPECT_LE(std::abs(got.at(i) - values[i]), half_ulp * std::abs(values[i])) << values[i];
-    }
+    const auto round_trip = [&](std::int64_t i) { return "round trip of " + testing::measured_number(values[i]); };
+    for (std::int64_t i = 0; i < 4; ++i)
+      EXPECT_TRUE(measured(round_trip(i), got.at(i), equal_to(values[i]))) << "exactly representable";
+    // Not representable in 2 bytes: some error, at most half a unit in the last place.
+    for (std::int64_t i = 4; i < 6; ++i)
+      EXPECT_TRUE(measured(round_trip(i) + " rel err", std::abs(got.at(i) - values[i]) / std::abs(values[i]),
+                           between(0, half_ulp)));
     if (math == MathPrecision::f16) {
-      EXPECT_TRUE(std::isinf(got.at(6)) && got.at(6) > 0) << "1e5 in fp16: " << got.at(6);
-      EXPECT_TRUE(std::isinf(got.at(7)) && got.at(7) < 0) << "-3e38 in fp16: " << got.at(7);
+      EXPECT_TRUE(measured(round_trip(6), got.at(6), equal_to(INFINITY))) << "past 65504 in fp16";
+      EXPECT_TRUE(measured(round_trip(7), got.at(7), equal_to(-INFINITY))) << "past -65504 in fp16";
     } else {
-      EXPECT_LE(std::abs(got.at(6) - 1e5) / 1e5, half_ulp);
-      EXPECT_LE(std::abs(got.at(7) + 3e38) / 3e38, half_ulp);
+      for (std::int64_t i = 6; i < 8; ++i)
+        EXPECT_TRUE(measured(round_trip(i) + " rel err", std::abs(got.at(i) - values[i]) / std::abs(values[i]),
+                             at_most(half_ulp)));
     }
     note(std::abs(got.at(4) - values[4]) / std::abs(values[4]));
   }
@@ -196,7 +220,7 @@ TEST_F(LayerGpu, HalfCopiesRoundToNearestAndFp16OverflowsToInf) {
 TEST_F(LayerGpu, ActivationsMatchCpu) {
   const std::vector<std::string> lines = {"relu", "leakyrelu alpha=0.2", "gelu", "tanh", "sigmoid"};
   for (const std::string& line : lines) {
-    SCOPED_TRACE(line);
+    MEASURED_SCOPE(line);
     Rng rng(3);
     const Shape in{3, 5, 5};
     auto layer = build_layer(line, in);
@@ -223,7 +247,7 @@ TEST_F(LayerGpu, ActivationsMatchCpu) {
 // ---------------------------------------------------------------- softmax + cross-entropy
 TEST_F(LayerGpu, SoftmaxCrossEntropyMatchesCpu) {
   for (const std::int64_t k : {10, 1000}) {
-    SCOPED_TRACE("classes=" + std::to_string(k));
+    MEASURED_SCOPE("classes=" + std::to_string(k));
     Rng rng(5);
     const std::int64_t n = 64;
     Tensor logits = uniform({n, k}, rng, -5, 5);
@@ -250,16 +274,19 @@ TEST_F(LayerGpu, SoftmaxCrossEntropyMatchesCpu) {
     ctx_->upload(gl.get(), labels.data(), sizeof(std::int32_t) * n);
     const gpu::LossSums g = gpu::softmax_cross_entropy(*ctx_, gz.as<float>(), gl.as<std::int32_t>(), n, k,
                                                        normalizer, gd.as<float>());
-    EXPECT_EQ(g.correct, cpu.correct);
-    EXPECT_GT(cpu.correct, 0);
+    EXPECT_TRUE(measured("correct predictions", g.correct, equal_to(cpu.correct)));
+    EXPECT_GT(cpu.correct, 0) << "the test data must have right predictions";
     const double loss_err = std::abs(g.loss_sum - cpu.loss_sum) / std::abs(cpu.loss_sum);
     note(loss_err);
-    EXPECT_LE(loss_err, 1e-10) << "loss sums in double on both backends";
+    EXPECT_TRUE(measured("loss sum rel err", loss_err, at_most(1e-10))) << "loss sums in double on both backends";
     compare(down(gd, {n, k}), dlogits, 1e-6, "dlogits");
     const gpu::LossSums eval =
         gpu::softmax_cross_entropy(*ctx_, gz.as<float>(), gl.as<std::int32_t>(), n, k, 1.0, nullptr);
-    EXPECT_DOUBLE_EQ(eval.loss_sum, g.loss_sum);
-    EXPECT_EQ(eval.correct, g.correct);
+    // Without the gradient: the same sums (4 units in the last place of a double, as EXPECT_DOUBLE_EQ).
+    EXPECT_TRUE(measured("loss sum without gradient, rel diff", std::abs(eval.loss_sum - g.loss_sum) /
+                                                                    std::abs(g.loss_sum),
+                         at_most(4 * std::numeric_limits<double>::epsilon())));
+    EXPECT_TRUE(measured("correct predictions without gradient", eval.correct, equal_to(g.correct)));
 
     labels[3] = static_cast<std::int32_t>(k + 2);
     ctx_->upload(gl.get(), labels.data(), sizeof(std::int32_t) * n);
@@ -289,7 +316,7 @@ TEST_F(LayerGpu, OptimizerStepsMatchCpu) {
     std::string solver, clip;
   };
   for (const Case& c : {Case{"sgdm", "l2norm"}, Case{"adam", "global-l2norm"}, Case{"rmsprop", "l2norm"}}) {
-    SCOPED_TRACE(c.solver + " " + c.clip);
+    MEASURED_SCOPE(c.solver + " " + c.clip);
     SolverOptions o;
     o.solver = c.solver;
     o.squared_gradient_decay = c.solver == "rmsprop" ? 0.9 : 0.999;
@@ -323,7 +350,8 @@ TEST_F(LayerGpu, OptimizerStepsMatchCpu) {
       for (const auto& p : dev)
         if (p.regularize) gpu::add_weight_decay(*ctx_, p.grad, p.value, p.count, o.l2_regularization);
       const double norm = gpu::clip_gradients(*ctx_, dev, o.gradient_threshold, o.gradient_threshold_method);
-      EXPECT_GT(norm, o.gradient_threshold) << "the test must exercise clipping";
+      EXPECT_TRUE(measured("gradient norm at step " + std::to_string(t), norm, above(o.gradient_threshold)))
+          << "the test must exercise clipping";
       for (std::size_t i = 0; i < dev.size(); ++i) {
         const auto& p = dev[i];
         if (c.solver == "sgdm")
@@ -343,6 +371,13 @@ TEST_F(LayerGpu, OptimizerStepsMatchCpu) {
 }
 
 // ---------------------------------------------------------------- conv2d
+// How many elements of two tensors of one shape differ (NaN counts).
+std::int64_t changed(const Tensor& a, const Tensor& b) {
+  std::int64_t count = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) count += !(a.at(i) == b.at(i));
+  return count;
+}
+
 gpu::ConvShape conv_shape(const Conv2dGeometry& g, std::int64_t batch) {
   gpu::ConvShape s;
   s.batch = batch, s.channels = g.channels, s.height = g.height, s.width = g.width;
@@ -369,7 +404,7 @@ TEST_F(LayerGpu, Conv2dMatchesCpu) {
     options.deterministic = deterministic;
     GpuContext ctx(0, 0, options);
     for (const Case& c : cases) {
-      SCOPED_TRACE(c.line + " " + gpu::name_of(math) + (deterministic ? " (deterministic)" : ""));
+      MEASURED_SCOPE(c.line + " " + gpu::name_of(math) + (deterministic ? " (deterministic)" : ""));
       Rng rng(21);
       const std::int64_t n = 4;
       auto layer = build_layer(c.line, c.in);
@@ -410,8 +445,8 @@ TEST_F(LayerGpu, Conv2dMatchesCpu) {
         gpu::conv2d_backward(ctx, s, gx.as<float>(), gw.as<float>(), gdy.as<float>(), gdx.as<float>(),
                              gdw.as<float>(), gdb.as<float>());
         const Tensor again_dx = to_host(ctx, gdx.get(), xs), again_dw = to_host(ctx, gdw.get(), gpu_dw.shape());
-        for (std::int64_t i = 0; i < again_dx.numel(); ++i) ASSERT_EQ(again_dx.at(i), gpu_dx.at(i)) << i;
-        for (std::int64_t i = 0; i < again_dw.numel(); ++i) ASSERT_EQ(again_dw.at(i), gpu_dw.at(i)) << i;
+        EXPECT_TRUE(measured("second backward: dx elements that changed", changed(again_dx, gpu_dx), equal_to(0)));
+        EXPECT_TRUE(measured("second backward: dW elements that changed", changed(again_dw, gpu_dw), equal_to(0)));
       }
     }
   }
@@ -422,7 +457,7 @@ TEST_F(LayerGpu, PoolingMatchesCpuIncludingTies) {
   const std::vector<std::string> lines = {"maxpool size=2", "maxpool size=3 stride=2 padding=1",
                                           "avgpool size=3 stride=1 padding=1", "avgpool size=2"};
   for (const std::string& line : lines) {
-    SCOPED_TRACE(line);
+    MEASURED_SCOPE(line);
     Rng rng(4);
     const std::int64_t n = 3, c = 4, h = 9, w = 8;
     auto layer = build_layer(line, {c, h, w});
@@ -459,7 +494,7 @@ TEST_F(LayerGpu, BatchNormMatchesCpuInTrainingAndInference) {
     std::int64_t batch;
   };
   for (const Case& c : {Case{{4, 5, 6}, 8}, Case{{12}, 16}}) {
-    SCOPED_TRACE(to_string(c.in));
+    MEASURED_SCOPE("input " + to_string(c.in));
     Rng rng(8);
     auto layer = build_layer("batchnorm momentum=0.2", c.in);
     auto params = layer->params();  // scale, offset
@@ -522,30 +557,33 @@ TEST_F(LayerGpu, DropoutMasksHaveTheRightStatistics) {
   gpu::dropout_backward(*ctx_, rate, 42, 1000, gdy.as<float>(), gdx.as<float>(), n);
   const Tensor y = down(gy, {n}), dx = down(gdx, {n});
   const float keep = static_cast<float>(1.0 / (1.0 - rate));
-  std::int64_t dropped = 0, both = 0;
+  std::int64_t dropped = 0, both = 0, other_mask = 0, misscaled = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const bool d = y.at(i) == 0;
     dropped += d;
     if (i > 0) both += d && y.at(i - 1) == 0;
     // Kept units are scaled exactly as on the CPU, and backward applies the same mask.
-    ASSERT_EQ(dx.at(i) == 0, d) << "backward must regenerate forward's mask, element " << i;
-    if (!d) {
-      ASSERT_EQ(static_cast<float>(y.at(i)), static_cast<float>(x.at(i)) * keep) << i;
-      ASSERT_EQ(static_cast<float>(dx.at(i)), static_cast<float>(dy.at(i)) * keep) << i;
-    }
+    other_mask += (dx.at(i) == 0) != d;
+    if (!d)
+      misscaled += static_cast<float>(y.at(i)) != static_cast<float>(x.at(i)) * keep ||
+                   static_cast<float>(dx.at(i)) != static_cast<float>(dy.at(i)) * keep;
   }
+  EXPECT_TRUE(measured("elements where backward's mask differs from forward's", other_mask, equal_to(0)))
+      << "backward must regenerate forward's mask";
+  EXPECT_TRUE(measured("kept elements not scaled by 1/(1-rate) exactly", misscaled, equal_to(0)));
   // Binomial: 5 standard deviations around rate, and around rate² for neighbouring pairs.
   const double frac = static_cast<double>(dropped) / n, sigma = std::sqrt(rate * (1 - rate) / n);
   note(std::abs(frac - rate) / rate);
-  EXPECT_NEAR(frac, rate, 5 * sigma);
+  EXPECT_TRUE(measured("dropped fraction", frac, near(rate, 5 * sigma)));
   const double pair = static_cast<double>(both) / (n - 1), r2 = rate * rate;
-  EXPECT_NEAR(pair, r2, 5 * std::sqrt(r2 * (1 - r2) / (n - 1))) << "neighbouring units must drop independently";
+  EXPECT_TRUE(measured("neighbouring pairs both dropped", pair, near(r2, 5 * std::sqrt(r2 * (1 - r2) / (n - 1)))))
+      << "neighbouring units must drop independently";
   // The CPU layer drops the same share (its masks come from another generator).
   auto cpu = build_layer("dropout rate=0.3", {n});
   const Tensor ycpu = cpu->forward(x.reshaped({1, n}), true);
   std::int64_t cpu_dropped = 0;
   for (std::int64_t i = 0; i < n; ++i) cpu_dropped += ycpu.at(i) == 0;
-  EXPECT_NEAR(static_cast<double>(cpu_dropped) / n, frac, 10 * sigma);
+  EXPECT_TRUE(measured("CPU layer's dropped fraction", static_cast<double>(cpu_dropped) / n, near(frac, 10 * sigma)));
 
   // Another offset (the next step) or seed (another layer) gives an independent mask;
   // the same pair gives the same one.
@@ -556,9 +594,10 @@ TEST_F(LayerGpu, DropoutMasksHaveTheRightStatistics) {
     for (std::int64_t i = 0; i < n; ++i) same_drop += other.at(i) == 0 && y.at(i) == 0;
     return static_cast<double>(same_drop) / n;
   };
-  EXPECT_DOUBLE_EQ(agreement(42, 1000), frac);
-  EXPECT_NEAR(agreement(42, 1000 + n), r2, 5 * std::sqrt(r2 * (1 - r2) / n));
-  EXPECT_NEAR(agreement(43, 1000), r2, 5 * std::sqrt(r2 * (1 - r2) / n));
+  const Bound independent = near(r2, 5 * std::sqrt(r2 * (1 - r2) / n));
+  EXPECT_TRUE(measured("dropped in both, same seed and offset", agreement(42, 1000), equal_to(frac)));
+  EXPECT_TRUE(measured("dropped in both, next offset", agreement(42, 1000 + n), independent));
+  EXPECT_TRUE(measured("dropped in both, other seed", agreement(43, 1000), independent));
   // rate 0 is the identity.
   gpu::dropout_forward(*ctx_, 0.0, 42, 0, gx.as<float>(), gy2.as<float>(), n);
   compare(down(gy2, {n}), x, 0.0, "dropout rate=0");
@@ -578,8 +617,9 @@ TEST_F(LayerGpu, DeviceAllocatorReusesBlocksAcrossSteps) {
   const std::int64_t warm = a.stats().backing_allocations;
   for (int i = 0; i < 5; ++i) one_step();
   ctx_->synchronize();
-  EXPECT_EQ(a.stats().backing_allocations, warm) << "no cudaMalloc after the first step";
-  EXPECT_GE(a.stats().cache_hits, 15);
+  EXPECT_TRUE(measured("backing allocations after 5 more steps", a.stats().backing_allocations, equal_to(warm)))
+      << "no cudaMalloc after the first step";
+  EXPECT_TRUE(measured("cache hits", a.stats().cache_hits, at_least(15)));
   DeviceBuffer pinned(ctx_->pinned_allocator(), 1 << 20);
   EXPECT_NE(pinned.get(), nullptr);
 }

@@ -37,15 +37,17 @@
 //    and the fp16 copy of the conv output (15 x 2 x 64 x 2 bytes) share the
 //    4 KiB size class, and the conv releases that copy during forward,
 //    before the next batch used to be staged into a freshly taken block.
-// On a machine without a GPU every test is skipped with the reason.
+// Every check of a measured value prints it with its bound ("measured: ...",
+// measured.h), pass or fail, so one run yields the figures. On a machine
+// without a GPU every test is skipped with the reason.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 
+#include "gpu/measured.h"
 #include "runtime/core/gpu.h"
 #include "runtime/training/trainer.h"
 #include "stop_at.h"
@@ -103,13 +105,35 @@ double max_abs(const Tensor& t) {
   return m;
 }
 
-void expect_bitwise_equal(Network& a, Network& b) {
+// The bytes in which two networks' tensors differ, in total; each tensor
+// that differs prints its share and its largest |a - b| (NaN as inf).
+std::int64_t differing_bytes(Network& a, Network& b, const std::string& what) {
   auto ta = a.named_tensors(), tb = b.named_tensors();
-  ASSERT_EQ(ta.size(), tb.size());
+  EXPECT_EQ(ta.size(), tb.size()) << what;
+  if (ta.size() != tb.size()) return -1;
+  std::int64_t total = 0;
   for (std::size_t k = 0; k < ta.size(); ++k) {
-    ASSERT_EQ(ta[k].second->bytes(), tb[k].second->bytes()) << ta[k].first;
-    EXPECT_EQ(0, std::memcmp(ta[k].second->raw(), tb[k].second->raw(), ta[k].second->bytes())) << ta[k].first;
+    const Tensor &x = *ta[k].second, &y = *tb[k].second;
+    EXPECT_EQ(x.bytes(), y.bytes()) << what << ": " << ta[k].first;
+    if (x.bytes() != y.bytes()) return -1;
+    const auto *px = static_cast<const unsigned char*>(x.raw()), *py = static_cast<const unsigned char*>(y.raw());
+    std::int64_t bytes = 0;
+    for (std::size_t i = 0; i < x.bytes(); ++i) bytes += px[i] != py[i];
+    if (bytes == 0) continue;
+    double worst = 0;
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+      const double d = std::abs(x.at(i) - y.at(i));
+      if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
+    }
+    measured_info(what + ": " + ta[k].first + " bytes differing", static_cast<double>(bytes));
+    measured_info(what + ": " + ta[k].first + " max |a-b|", worst);
+    total += bytes;
   }
+  return total;
+}
+
+void expect_bitwise_equal(Network& a, Network& b, const std::string& what) {
+  EXPECT_TRUE(measured(what + ": bytes differing in all tensors", differing_bytes(a, b, what), equal_to(0)));
 }
 
 class TrainGpu : public ::testing::Test {
@@ -135,14 +159,17 @@ TEST_F(TrainGpu, OneEpochMatchesTheCpuWithinFloat32Rounding) {
   for (std::size_t k = 0; k < tc.size(); ++k) {
     const Tensor &c = *tc[k].second, &g = *tg[k].second;
     double worst = 0;
-    for (std::int64_t i = 0; i < c.numel(); ++i) worst = std::max(worst, std::abs(g.at(i) - c.at(i)));
+    for (std::int64_t i = 0; i < c.numel(); ++i) {
+      const double d = std::abs(g.at(i) - c.at(i));
+      if (!(d <= worst)) worst = d;  // a NaN stays the worst (std::max would drop it)
+    }
     const double rel = worst / std::max(max_abs(c), 1e-30);
-    std::printf("[ GPU_CHECK ] %s max_rel_err=%.3g\n", tc[k].first.c_str(), rel);
-    EXPECT_LT(rel, 1e-3) << tc[k].first;
+    EXPECT_TRUE(measured(tc[k].first + " max rel err against the CPU", rel, below(1e-3)));
   }
   ASSERT_TRUE(cpu.test_accuracy && gpu.test_accuracy);
-  EXPECT_NEAR(*gpu.test_accuracy, *cpu.test_accuracy, 0.02);
-  EXPECT_NEAR(gpu.final_minibatch_loss, cpu.final_minibatch_loss, 1e-3 * std::max(1.0, cpu.final_minibatch_loss));
+  EXPECT_TRUE(measured("test accuracy", *gpu.test_accuracy, near(*cpu.test_accuracy, 0.02)));
+  EXPECT_TRUE(measured("final mini-batch loss", gpu.final_minibatch_loss,
+                       near(cpu.final_minibatch_loss, 1e-3 * std::max(1.0, cpu.final_minibatch_loss))));
 }
 
 TEST_F(TrainGpu, DeterministicRunsAndAResumedRunAreBitwiseEqual) {
@@ -150,7 +177,7 @@ TEST_F(TrainGpu, DeterministicRunsAndAResumedRunAreBitwiseEqual) {
   TrainingResult first = trainnet(deterministic_options(dir_, "first"), comm);
   TrainingResult second = trainnet(deterministic_options(dir_, "second"), comm);
   ASSERT_EQ(first.iterations, 60);
-  expect_bitwise_equal(*first.network, *second.network);
+  expect_bitwise_equal(*first.network, *second.network, "second run vs first");
 
   TrainingResult stopped = train_stopping_at(deterministic_options(dir_, "parts"), comm, 23);
   ASSERT_EQ(stopped.stop_reason, "preempted");
@@ -158,7 +185,7 @@ TEST_F(TrainGpu, DeterministicRunsAndAResumedRunAreBitwiseEqual) {
   o.resume = "auto";
   TrainingResult resumed = trainnet(o, comm);
   ASSERT_EQ(resumed.iterations, 60);
-  expect_bitwise_equal(*first.network, *resumed.network);
+  expect_bitwise_equal(*first.network, *resumed.network, "resumed run vs first");
 }
 
 TrainingResult train_with_allocator(const TrainingOptions& o, Communicator& comm, const char* mode) {
@@ -176,7 +203,7 @@ TrainingResult train_with_allocator(const TrainingOptions& o, Communicator& comm
 TEST_F(TrainGpu, DebugAllocatorTrainsBitwiseLikeTheCachingAllocator) {
   Communicator comm;
   for (const std::string half_type : {"", "fp16"}) {
-    SCOPED_TRACE(half_type.empty() ? "float32" : half_type);
+    MEASURED_SCOPE(half_type.empty() ? "float32" : half_type);
     auto make = [&](const std::string& run) {
       TrainingOptions o = half_type.empty() ? options(dir_, run, "gpu") : mixed_options(dir_, run, half_type);
       o.network.layer_lines.front() = "conv2d filters=2 kernel=3 padding=same";
@@ -190,19 +217,9 @@ TEST_F(TrainGpu, DebugAllocatorTrainsBitwiseLikeTheCachingAllocator) {
     TrainingResult debug = train_with_allocator(make("alloc-debug-" + tag), comm, "debug");
     ASSERT_EQ(caching.iterations, 32);
     ASSERT_EQ(debug.iterations, 32);
-    auto tc = caching.network->named_tensors(), td = debug.network->named_tensors();
-    ASSERT_EQ(tc.size(), td.size());
-    for (std::size_t k = 0; k < tc.size(); ++k) {
-      const Tensor &c = *tc[k].second, &d = *td[k].second;
-      double worst = 0;
-      for (std::int64_t i = 0; i < c.numel(); ++i)
-        worst = std::max(worst, std::isnan(d.at(i)) ? INFINITY : std::abs(d.at(i) - c.at(i)));
-      std::printf("[ GPU_CHECK ] allocator debug vs caching %s %s max_abs_diff=%.3g\n", tag.c_str(),
-                  tc[k].first.c_str(), worst);
-    }
-    std::printf("[ GPU_CHECK ] allocator debug vs caching %s final loss %.9g vs %.9g\n", tag.c_str(),
-                debug.final_minibatch_loss, caching.final_minibatch_loss);
-    expect_bitwise_equal(*caching.network, *debug.network);
+    measured_info("final mini-batch loss, caching allocator", caching.final_minibatch_loss);
+    measured_info("final mini-batch loss, debug allocator", debug.final_minibatch_loss);
+    expect_bitwise_equal(*caching.network, *debug.network, "debug allocator vs caching");
   }
 }
 
@@ -217,9 +234,10 @@ TEST_F(TrainGpu, LossScalingSkipsNoStepOfAHealthyRun) {
   TrainingResult scaled = trainnet(o, comm);
   TrainingResult plain = trainnet(p, comm);
   // Power-of-two scales change no bit of float32 gradients that stay in range.
-  EXPECT_EQ(scaled.loss_scale.skipped_steps, 0);
-  EXPECT_GT(scaled.loss_scale.scale, o.loss_scale.initial_scale);
-  expect_bitwise_equal(*scaled.network, *plain.network);
+  EXPECT_TRUE(measured("skipped steps", scaled.loss_scale.skipped_steps, equal_to(0)));
+  EXPECT_TRUE(measured("loss scale at the end", scaled.loss_scale.scale, above(o.loss_scale.initial_scale)))
+      << "the scale grows every growth-interval steps without overflow";
+  expect_bitwise_equal(*scaled.network, *plain.network, "loss-scaled vs unscaled");
 }
 
 TEST_F(TrainGpu, AutomaticMixedReachesFloat32AccuracyInFp16AndBf16) {
@@ -229,30 +247,31 @@ TEST_F(TrainGpu, AutomaticMixedReachesFloat32AccuracyInFp16AndBf16) {
   TrainingResult reference = trainnet(f32, comm);
   ASSERT_TRUE(reference.test_accuracy);
   for (const std::string half_type : {"fp16", "bf16"}) {
-    SCOPED_TRACE(half_type);
+    MEASURED_SCOPE(half_type);
     TrainingResult first = trainnet(mixed_options(dir_, "mixed-" + half_type + "-1", half_type), comm);
     TrainingResult second = trainnet(mixed_options(dir_, "mixed-" + half_type + "-2", half_type), comm);
     ASSERT_EQ(first.iterations, 90);
     EXPECT_EQ(first.network->dtype(), DType::f32) << "the returned network has single-precision parameters";
     ASSERT_TRUE(first.test_accuracy);
-    std::printf("[ GPU_CHECK ] automatic-mixed %s test accuracy %.4f (float32 %.4f)\n", half_type.c_str(),
-                *first.test_accuracy, *reference.test_accuracy);
-    EXPECT_NEAR(*first.test_accuracy, *reference.test_accuracy, 0.05);
+    // The float32 figure is the bound's centre: "test accuracy = A (bound F +- 0.05)".
+    EXPECT_TRUE(measured("test accuracy", *first.test_accuracy, near(*reference.test_accuracy, 0.05)));
     if (half_type == "fp16") {
       // cuDNN writes the conv weight gradient in fp16: at 2^16 its largest
       // entries (0.2-1.7 at the start, depending on the seed) may overflow
       // once or twice before the scale settles, never more than a few times.
-      EXPECT_LE(first.loss_scale.skipped_steps, 3);
-      EXPECT_GE(first.loss_scale.scale, 8192) << "fp16 trains with dynamic loss scaling";
+      EXPECT_TRUE(measured("skipped steps", first.loss_scale.skipped_steps, at_most(3)));
+      EXPECT_TRUE(measured("loss scale at the end", first.loss_scale.scale, at_least(8192)))
+          << "fp16 trains with dynamic loss scaling";
     } else {
-      EXPECT_EQ(first.loss_scale.skipped_steps, 0);
-      EXPECT_EQ(first.loss_scale.scale, 1) << "bf16 needs no loss scaling";
+      EXPECT_TRUE(measured("skipped steps", first.loss_scale.skipped_steps, equal_to(0)));
+      EXPECT_TRUE(measured("loss scale at the end", first.loss_scale.scale, equal_to(1)))
+          << "bf16 needs no loss scaling";
     }
-    expect_bitwise_equal(*first.network, *second.network);
+    expect_bitwise_equal(*first.network, *second.network, "second run vs first");
     // And the math was not float32's after all.
-    const Tensor& w = *first.network->named_tensors().front().second;
-    const Tensor& w32 = *reference.network->named_tensors().front().second;
-    EXPECT_NE(0, std::memcmp(w.raw(), w32.raw(), w.bytes())) << "the same weights as float32 training";
+    EXPECT_TRUE(measured("bytes differing from float32 training in all tensors",
+                         differing_bytes(*first.network, *reference.network, "vs float32 training"), above(0)))
+        << "the same weights as float32 training";
     if (half_type != "fp16") continue;
     TrainingOptions parts = mixed_options(dir_, "mixed-fp16-parts", half_type);
     TrainingResult stopped = train_stopping_at(parts, comm, 23);
@@ -260,8 +279,9 @@ TEST_F(TrainGpu, AutomaticMixedReachesFloat32AccuracyInFp16AndBf16) {
     parts.resume = "auto";
     TrainingResult resumed = trainnet(parts, comm);
     ASSERT_EQ(resumed.iterations, 90);
-    EXPECT_EQ(resumed.loss_scale.scale, first.loss_scale.scale);
-    expect_bitwise_equal(*first.network, *resumed.network);
+    EXPECT_TRUE(measured("resumed run's loss scale at the end", resumed.loss_scale.scale,
+                         equal_to(first.loss_scale.scale)));
+    expect_bitwise_equal(*first.network, *resumed.network, "resumed run vs first");
   }
 }
 
@@ -276,11 +296,10 @@ TEST_F(TrainGpu, Fp16OverflowSkipsStepsAndBacksOffTheScale) {
   // in the dense layers, under about 2^20). From 2^32 that is 14 or so
   // halvings, each a skipped step with the weights unchanged; 40 skips in a
   // row would stop the run.
-  EXPECT_GE(r.loss_scale.skipped_steps, 10);
-  EXPECT_LT(r.loss_scale.skipped_steps, 40);
-  EXPECT_LE(r.loss_scale.scale, std::ldexp(1.0, 21));
+  EXPECT_TRUE(measured("skipped steps", r.loss_scale.skipped_steps, both(at_least(10), below(40))));
+  EXPECT_TRUE(measured("loss scale at the end", r.loss_scale.scale, at_most(std::ldexp(1.0, 21))));
   ASSERT_TRUE(r.test_accuracy);
-  EXPECT_GT(*r.test_accuracy, 0.8) << "the steps after the skips still train";
+  EXPECT_TRUE(measured("test accuracy", *r.test_accuracy, above(0.8))) << "the steps after the skips still train";
   const std::string text = read_file(dir_ / "overflow" / "log.txt");
   EXPECT_NE(text.find("iteration 1: gradients overflowed, step skipped"), std::string::npos) << text;
 }
@@ -290,21 +309,6 @@ struct ReduceHook {
   explicit ReduceHook(const char* value) { setenv("DLSCALE_GPU_REDUCE", value, 1); }
   ~ReduceHook() { unsetenv("DLSCALE_GPU_REDUCE"); }
 };
-
-// Every tensor's largest difference, printed; true when all are bitwise equal.
-bool report_differences(Network& a, Network& b, const char* what) {
-  auto ta = a.named_tensors(), tb = b.named_tensors();
-  if (ta.size() != tb.size()) return false;
-  bool equal = true;
-  for (std::size_t k = 0; k < ta.size(); ++k) {
-    double worst = 0;
-    for (std::int64_t i = 0; i < ta[k].second->numel(); ++i)
-      worst = std::max(worst, std::abs(ta[k].second->at(i) - tb[k].second->at(i)));
-    std::printf("[ GPU_CHECK ] %s %s max_abs_diff=%.3g\n", what, ta[k].first.c_str(), worst);
-    equal = equal && std::memcmp(ta[k].second->raw(), tb[k].second->raw(), ta[k].second->bytes()) == 0;
-  }
-  return equal;
-}
 
 TEST_F(TrainGpu, ForcedNcclWithOneRankDoublesTheGradients) {
   Communicator comm;
@@ -323,9 +327,9 @@ TEST_F(TrainGpu, ForcedNcclWithOneRankDoublesTheGradients) {
     return trainnet(one_step("nccl-x2", 0.01), comm);
   }();
   ASSERT_EQ(doubled.iterations, 1);
-  EXPECT_TRUE(report_differences(*doubled.network, *plain_2lr.network, "nccl-x2 vs plain 2*lr"))
-      << "NCCL's x2 sum must equal a plain step with twice the learning rate";
-  EXPECT_FALSE(report_differences(*doubled.network, *plain.network, "nccl-x2 vs plain lr"))
+  expect_bitwise_equal(*doubled.network, *plain_2lr.network, "nccl-x2 vs plain 2*lr");
+  EXPECT_TRUE(measured("nccl-x2 vs plain lr: bytes differing in all tensors",
+                       differing_bytes(*doubled.network, *plain.network, "nccl-x2 vs plain lr"), above(0)))
       << "the hook changed nothing: the device buckets or NCCL did not run";
 }
 
@@ -342,7 +346,7 @@ TEST_F(TrainGpu, ForcedHostBucketsWithOneRankEqualThePlainRun) {
     return trainnet(run("host"), comm);
   }();
   ASSERT_EQ(host.iterations, 30);
-  EXPECT_TRUE(report_differences(*host.network, *plain.network, "host buckets vs plain"));
+  expect_bitwise_equal(*host.network, *plain.network, "host buckets vs plain");
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 // it is reported as skipped (CTest lists it as "Skipped"), never as passed.
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "gpu/measured.h"
 #include "runtime/core/gpu.h"
 #include "runtime/parallel/nccl_allreduce.h"
 
@@ -19,7 +22,10 @@ TEST(NcclGpu, AllreduceSumsOverRanks) {
   for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i % 1000) * (comm.rank() + 1));
   auto out = nccl_allreduce_roundtrip(comm, comm.local_rank(), host);
   const float factor = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
-  for (std::size_t i = 0; i < out.size(); i += 997) ASSERT_EQ(out[i], static_cast<float>(i % 1000) * factor) << i;
+  std::int64_t wrong = 0, sampled = 0;
+  for (std::size_t i = 0; i < out.size(); i += 997, ++sampled) wrong += out[i] != static_cast<float>(i % 1000) * factor;
+  EXPECT_TRUE(testing::measured("sums off the exact one, of " + std::to_string(sampled) + " sampled", wrong,
+                                testing::equal_to(0)));
 }
 
 }  // namespace
