@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# A node of a running job fails (issue #15, item 4), two ways:
+#   - every process of the node is killed (its ranks, slurmstepd, slurmd);
+#   - the node's link is cut (ip link set ... down), its processes alive.
+# Each time the job's first start ends within the collective timeout plus
+# Slurm's node timeout, with a message naming the node, no rank of it keeps
+# running on the node that survived, and Slurm's requeue finishes the job on
+# healthy nodes from its last checkpoint, at the accuracy of the same
+# training run without a failure (within 0.5 points). The failed node is then
+# brought back (slurmd restarted, link up) and takes jobs again.
+#   node_failure_test.sh CLUSTER_DIR DLSCALE
+set -euo pipefail
+. "$(dirname "$0")/cluster_env.sh" "$@"
+fashion_mnist
+sed -i 's/^max-epochs = .*/max-epochs = 1/' cnn.ini
+use_cluster_profile
+collective_timeout=30
+node_timeout=$(sed -n 's/^SlurmdTimeout=//p' "$SLURM_CONF")
+train=(--threads 1 --validation-data "" --checkpoint-frequency 100 --checkpoint-frequency-unit iteration
+  --collective-timeout "$collective_timeout")
+
+iteration() { "$dlscale" jobs --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("progress",{}).get("iteration",0) or 0)'; }
+job_nodes() { squeue -h -j "$1" -o %N; }
+# Whether job $1 runs on node $2 (squeue compresses its node list: node[1-2]).
+still_on() { [ "$(squeue -h -j "$1" -o %t)" = R ] && scontrol show hostnames "$(job_nodes "$1")" | grep -qx "$2"; }
+# pids of job $2's training ranks on node $1
+rank_pids() { on_node "$1" pgrep -f -- "$scratch/jobs/$2/" | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q " train " && echo "$p"; done || true; }
+
+reference=$(submit_job cnn.ini --name reference --nodes 2 --tasks-per-node 2 -- "${train[@]}")
+[ "$(wait_job "$reference")" = done ] || fail "the reference job did not finish: $(tail -n 20 "$scratch/jobs/$reference/log.txt")"
+reference_accuracy=$(json_value "$scratch/jobs/$reference/run" test_accuracy)
+
+for fault in kill link; do
+  job=$(submit_job cnn.ini --name "node-$fault" --nodes 2 --tasks-per-node 2 -- "${train[@]}")
+  log=$scratch/jobs/$job/log.txt
+  begin=$SECONDS
+  until (($(iteration "$job") >= 150)); do
+    ((SECONDS - begin < 300)) || fail "$job did not reach iteration 150: $(tail -n 5 "$log" 2>/dev/null)"
+    sleep 1
+  done
+  id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["slurm_job_id"])' "$scratch/jobs/$job/job.json")
+  nodes=$(scontrol show hostnames "$(job_nodes "$id")" | paste -sd ' ')
+  survivor=${nodes%% *} victim=${nodes##* }
+  survivor_ranks=$(rank_pids "$survivor" "$job" | paste -sd ' ')
+  [ -n "$survivor_ranks" ] || fail "no rank of $job found on $survivor"
+  case $fault in
+    kill) "$cluster_script" kill-node "$cluster" "$victim" ;;
+    link) "$cluster_script" link "$cluster" "$victim" down ;;
+  esac
+  failed_at=$SECONDS
+  # The first start ends: the job is requeued (pending, or running elsewhere).
+  until ! still_on "$id" "$victim"; do
+    ((SECONDS - failed_at < collective_timeout + node_timeout + 60)) || fail "$job still runs on $victim $((SECONDS - failed_at)) s after the $fault"
+    sleep 1
+  done
+  ended_after=$((SECONDS - failed_at))
+  for p in $survivor_ranks; do
+    for ((i = 0; i < 30; i++)); do [ -r "/proc/$p/stat" ] && [ "$(awk '{print $3}' "/proc/$p/stat")" != Z ] || break; sleep 1; done
+    [ ! -r "/proc/$p/stat" ] || [ "$(awk '{print $3}' "/proc/$p/stat")" = Z ] || fail "rank pid $p of $job still runs on $survivor after the $fault of $victim"
+  done
+  grep -q "$victim" <(grep -i "fail\|error\|timed out" "$log") || fail "the log of $job does not name $victim: $(tail -n 20 "$log")"
+  # Requeued: it resumes from a checkpoint and finishes.
+  state=$(wait_job "$job" 600)
+  [ "$state" = done ] || fail "$job after the $fault ended $state: $(tail -n 30 "$log")"
+  grep -q "^resumed from .*ckpt-[0-9]*.h5 at iteration [1-9]" "$log" || fail "$job did not resume from a checkpoint: $(grep -v '^|' "$log" | tail -n 20)"
+  accuracy=$(json_value "$scratch/jobs/$job/run" test_accuracy)
+  python3 -c "import sys; sys.exit(0 if abs($accuracy - $reference_accuracy) <= 0.005 else 1)" ||
+    fail "test accuracy after the $fault $accuracy, without a failure $reference_accuracy"
+  cmp -s "$scratch/jobs/$reference/run/model.h5" "$scratch/jobs/$job/run/model.h5" && same="bitwise the same model" || same="a different model"
+  echo "$fault of $victim: the first start ended after ${ended_after} s (bound $collective_timeout + $node_timeout s); $(grep -o 'resumed from .*' "$log" | sed 's#.*/##'); accuracy $accuracy vs $reference_accuracy, $same"
+
+  # The node comes back and takes jobs again.
+  case $fault in
+    kill) "$cluster_script" restart-node "$cluster" "$victim" ;;
+    link) "$cluster_script" link "$cluster" "$victim" up ;;
+  esac
+  scontrol update nodename="$victim" state=resume >/dev/null 2>&1 || true
+  begin=$SECONDS
+  until on_node node1 srun --quiet --nodelist="$victim" --time=1 true 2>/dev/null; do
+    ((SECONDS - begin < 120)) || fail "$victim did not come back after the $fault"
+    sleep 2
+  done
+done
