@@ -22,7 +22,7 @@ train=(--threads 1 --validation-data "" --checkpoint-frequency 100 --checkpoint-
 iteration() { "$dlscale" jobs --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("progress",{}).get("iteration",0) or 0)'; }
 job_nodes() { squeue -h -j "$1" -o %N; }
 # Whether job $1 runs on node $2 (squeue compresses its node list: node[1-2]).
-still_on() { [ "$(squeue -h -j "$1" -o %t)" = R ] && scontrol show hostnames "$(job_nodes "$1")" | grep -qx "$2"; }
+still_on() { [ "$(squeue -h -j "$1" -o %t)" = R ] && [[ " $(scontrol show hostnames "$(job_nodes "$1")" | paste -sd ' ') " == *" $2 "* ]]; }
 # pids of job $2's training ranks on node $1
 rank_pids() { on_node "$1" pgrep -f -- "$scratch/jobs/$2/" | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q " train " && echo "$p"; done || true; }
 
