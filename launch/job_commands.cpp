@@ -69,6 +69,8 @@ std::string number(double v, int precision) {
 nlohmann::json status_json(const JobRecord& j, const JobStatus& s) {
   nlohmann::json r = {{"job", j.folder},  {"name", j.name},       {"id", job_id(j)},  {"profile", j.profile},
                       {"dir", j.dir},     {"state", state_name(s.state)}, {"detail", s.detail}, {"submitted", j.submitted}};
+  r["node_failures"] = nlohmann::json::array();
+  for (const auto& f : s.node_failures) r["node_failures"].push_back({{"node", f.node}, {"ranks", f.ranks}});
   if (s.progress.known)
     r["progress"] = {{"epoch", s.progress.epoch}, {"max_epochs", s.progress.max_epochs},
                      {"iteration", s.progress.iteration}, {"loss", s.progress.loss}};

@@ -40,6 +40,14 @@ JobState from_slurm_state(const std::string& s) {
 
 namespace {
 
+// A whole file; empty when it cannot be read (no log yet).
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 // The last complete lines of a file that may be growing.
 std::vector<std::string> tail_lines(const fs::path& file, std::size_t bytes) {
   std::ifstream in(file, std::ios::binary);
@@ -151,6 +159,8 @@ JobStatus task_status(const JobRecord& job, int index, const SlurmView& slurm) {
     st = folder_state(job, dir, slurm);
   }
   st.progress = read_progress((fs::path(dir) / "run").string());
+  st.node_failures = node_failures(read_text(fs::path(dir) / "log.txt"));
+  if (!st.node_failures.empty()) st.detail += (st.detail.empty() ? "" : "; ") + describe(st.node_failures);
   return st;
 }
 

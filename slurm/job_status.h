@@ -8,6 +8,7 @@
 #include <string>
 
 #include "slurm/job_folder.h"
+#include "slurm/node_failures.h"
 #include "slurm/slurm_client.h"
 
 namespace dlscale {
@@ -35,6 +36,7 @@ struct JobStatus {
   std::string detail;  // why, when it is not plain (e.g. "exit status 1", "Slurm: TIMEOUT")
   Progress progress;
   int tasks_done = 0;  // job arrays: tasks finished so far
+  std::vector<NodeFailure> node_failures;  // nodes lost by earlier starts (the job was requeued)
 };
 
 // The state of task `index` (0 for a single training), from `slurm` and the folder.

@@ -3,7 +3,8 @@
 #   - every process of the node is killed (its ranks, slurmstepd, slurmd);
 #   - the node's link is cut (ip link set ... down), its processes alive.
 # Each time the job's first start ends within the collective timeout plus
-# Slurm's node timeout, with a message naming the node, no rank of it keeps
+# Slurm's node timeout, with a message naming the node (and `dlscale jobs`
+# names the node and the ranks it ran), no rank of it keeps
 # running on the node that survived, and Slurm's requeue finishes the job on
 # healthy nodes from its last checkpoint, at the accuracy of the same
 # training run without a failure (within 0.5 points). The failed node is then
@@ -63,6 +64,12 @@ for fault in kill link; do
   state=$(wait_job "$job" 600)
   [ "$state" = done ] || fail "$job after the $fault ended $state: $(tail -n 30 "$log")"
   grep -q "^resumed from .*ckpt-[0-9]*.h5 at iteration [1-9]" "$log" || fail "$job did not resume from a checkpoint: $(grep -v '^|' "$log" | tail -n 20)"
+  # dlscale jobs names the lost node and the ranks it ran, from the log
+  # (the batch script that could have said so was cancelled with the job).
+  lost=$("$dlscale" jobs --json "$job" | python3 -c 'import json,sys; print(" ".join(f["node"] + ":" + ",".join(map(str, f["ranks"])) for f in json.load(sys.stdin)["node_failures"]))')
+  case $fault in
+    kill | link) [[ $lost == "$victim:2,3" ]] || fail "dlscale jobs names the failures '$lost', not $victim with ranks 2 and 3" ;;
+  esac
   accuracy=$(json_value "$scratch/jobs/$job/run" test_accuracy)
   python3 -c "import sys; sys.exit(0 if abs($accuracy - $reference_accuracy) <= 0.005 else 1)" ||
     fail "test accuracy after the $fault $accuracy, without a failure $reference_accuracy"

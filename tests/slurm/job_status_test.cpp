@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "slurm/jobs.h"
+#include "slurm/node_failures.h"
 #include "slurm/process.h"
 #include "synthetic_data.h"
 
@@ -116,6 +117,50 @@ TEST_F(JobStatusTest, ProgressFromTheLastIterationLine) {
   EXPECT_EQ(p.iteration, 20);
   EXPECT_DOUBLE_EQ(p.loss, 0.5);
   EXPECT_FALSE(read_progress((dir / "nowhere").string()).known);
+}
+
+
+// What log.txt held after node2 of a 2x2 job was killed (Open MPI's and
+// Slurm's lines as they were seen on the test cluster), and the requeued
+// start that followed on node3 and node4.
+constexpr const char* kNodeFailureLog =
+    "dlscale: 4 rank(s), 4 computing, execution-environment parallel-auto, precision single\n"
+    "   rank  host   local  device   threads  CUDA_VISIBLE_DEVICES\n"
+    "      0  node1      0  cpu            1  (unset)\n"
+    "      1  node1      1  cpu            1  (unset)\n"
+    "      2  node2      0  cpu            1  (unset)\n"
+    "      3  node2      1  cpu            1  (unset)\n"
+    "note: training on the CPU\n"
+    "|       1 |         200 |       00:00:16 |       84.38% |\n"
+    "  Local host: node1\n"
+    "  Peer host:  node2\n"
+    "srun: error: Node failure on node2\n"
+    "slurmstepd-node1: error: *** JOB 22 ON node1 CANCELLED AT 2026-12-03T21:10:35 DUE TO NODE FAILURE ***\n"
+    "srun: error: Node failure on node2\n"
+    "dlscale: 4 rank(s), 4 computing, execution-environment parallel-auto, precision single\n"
+    "   rank  host   local  device   threads  CUDA_VISIBLE_DEVICES\n"
+    "      0  node3      0  cpu            1  (unset)\n"
+    "      1  node3      1  cpu            1  (unset)\n"
+    "      2  node4      0  cpu            1  (unset)\n"
+    "      3  node4      1  cpu            1  (unset)\n"
+    "resumed from run/checkpoints/ckpt-300.h5 at iteration 300\n";
+
+TEST(NodeFailures, NamesTheNodeAndTheRanksOfTheStartThatFailed) {
+  auto f = node_failures(kNodeFailureLog);
+  ASSERT_EQ(f.size(), 1u);  // srun said it twice
+  EXPECT_EQ(f[0].node, "node2");
+  EXPECT_EQ(f[0].ranks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(describe(f), "node2 failed (ranks 2, 3)");
+}
+
+TEST(NodeFailures, EachStartSpeaksForItselfAndALogWithoutFailuresHasNone) {
+  std::string twice = std::string(kNodeFailureLog) + "srun: error: Node failure on node4\n";
+  auto f = node_failures(twice);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(describe(f), "node2 failed (ranks 2, 3); node4 failed (ranks 2, 3)");
+  // A failure before any rank table (the step never started): the node alone.
+  EXPECT_EQ(describe(node_failures("srun: error: Node failure on node9\n")), "node9 failed");
+  EXPECT_TRUE(node_failures("   rank  host   local\n      0  node1      0  cpu\n|  1 |  100 |\n").empty());
 }
 
 }  // namespace
