@@ -225,16 +225,25 @@ std::int64_t Network::parameter_count() {
 
 std::string Network::describe() {
   std::ostringstream out;
-  char line[160];
-  std::snprintf(line, sizeof line, "  %-3s %-10s %-10s %-14s %s\n", "#", "name", "kind", "output", "learnables");
+  char line[200];
+  std::snprintf(line, sizeof line, "  %-3s %-10s %-13s %-14s %-10s %s\n", "#", "name", "kind", "output", "learnables",
+                "from");
   out << line;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
     std::int64_t n = 0;
-    if (nodes_[i].layer)
-      for (Param* p : nodes_[i].layer->params()) n += p->value.numel();
-    std::snprintf(line, sizeof line, "  %-3zu %-10s %-10s %-14s %lld\n", i + 1, nodes_[i].name.c_str(),
-                  nodes_[i].kind.c_str(), to_string(nodes_[i].output_shape).c_str(), static_cast<long long>(n));
-    out << line;
+    if (node.layer)
+      for (Param* p : node.layer->params()) n += p->value.numel();
+    // Named only where the graph is not a chain: input= branches and add joins.
+    std::string inputs;
+    if (node.input != static_cast<int>(i) - 1 || node.add_from >= 0)
+      inputs = node.input < 0 ? "input" : nodes_[node.input].name;
+    if (node.add_from >= 0) inputs += " + " + nodes_[node.add_from].name;
+    std::snprintf(line, sizeof line, "  %-3zu %-10s %-13s %-14s %-10lld %s\n", i + 1, node.name.c_str(),
+                  node.kind.c_str(), to_string(node.output_shape).c_str(), static_cast<long long>(n), inputs.c_str());
+    std::string text = line;
+    text.erase(text.find_last_not_of(" \n") + 1);
+    out << text << "\n";
   }
   out << "  input " << to_string(spec_.input_shape) << ", " << parameter_count() << " learnables, "
       << to_string(dtype_) << "\n";

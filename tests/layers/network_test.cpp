@@ -97,6 +97,10 @@ TEST(Network, ProjectionShortcutTakesTheNamedInput) {
   EXPECT_EQ(nodes[10].add_from, 7);
   EXPECT_EQ(nodes[12].output_shape, (Shape{3}));
   EXPECT_EQ(net.num_classes(), 4);
+  // describe() names the inputs where the graph branches or joins.
+  const std::string text = net.describe();
+  EXPECT_NE(text.find("layer9     conv2d        3x3x3          6          b_in\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("add           3x3x3          0          shortcut + main\n"), std::string::npos) << text;
 }
 
 // The skip path's gradient must reach the block input: without it the
