@@ -26,9 +26,10 @@ Tensor add_tensors(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-// into += g, where into may be empty (the first gradient to arrive). A new
-// tensor each time: g may share storage with a tensor another node still holds.
-void accumulate(Tensor& into, const Tensor& g) { into = into.empty() ? g.clone() : add_tensors(into, g); }
+// into += g, where into may be empty (the first gradient to arrive). The sum
+// is a new tensor, never written into `into`: both inputs of an add join
+// share the join's dy, and layers only read their dy.
+void accumulate(Tensor& into, const Tensor& g) { into = into.empty() ? g : add_tensors(into, g); }
 
 Shape with_batch(std::int64_t n, const Shape& sample) {
   Shape s{n};
@@ -154,8 +155,7 @@ void Network::backward(const Tensor& dlogits, const GradientsReady& on_ready) {
     if (node.input < 0 && node.layer->params().empty()) continue;  // dL/dx of the data is never needed
     Tensor dx = node.layer->backward(g);  // empty when it reads the data: its input gradient is switched off
     if (on_ready) on_ready(node.layer->params());
-    if (node.input >= 0) grads[node.input].empty() ? void(grads[node.input] = std::move(dx))
-                                                   : accumulate(grads[node.input], dx);
+    if (node.input >= 0) accumulate(grads[node.input], dx);
   }
   for (auto& o : outputs_) o = Tensor();  // release activations between steps
 }
