@@ -7,11 +7,14 @@
 
 namespace dlscale {
 
-PrefetchLoader::PrefetchLoader(DatasetInfo info, std::vector<std::vector<std::int64_t>> batches, DType dtype, int depth)
+PrefetchLoader::PrefetchLoader(DatasetInfo info, std::vector<std::vector<std::int64_t>> batches, DType dtype, int depth,
+                               AugmentOptions augment, std::int64_t epoch)
     : info_(std::move(info)),
       batches_(std::move(batches)),
       dtype_(dtype),
-      depth_(static_cast<std::size_t>(std::max(depth, 1))) {
+      depth_(static_cast<std::size_t>(std::max(depth, 1))),
+      augment_(augment),
+      epoch_(epoch) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -36,6 +39,7 @@ void PrefetchLoader::run() {
       // Read outside the queue lock so the consumer can take earlier batches.
       Batch batch;
       reader.read(batches_[i], dtype_, batch.x, batch.labels);
+      augment_batch(batch.x, batches_[i], augment_, epoch_);
       {
         std::lock_guard<std::mutex> lock(mutex_);
         ready_.push_back(std::move(batch));

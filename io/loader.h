@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/augment.h"
 #include "io/dataset.h"
 
 namespace dlscale {
@@ -23,8 +24,11 @@ struct Batch {
 class PrefetchLoader {
  public:
   // Reads `batches` (lists of global sample indices) in order, at most
-  // `depth` batches ahead of the consumer.
-  PrefetchLoader(DatasetInfo info, std::vector<std::vector<std::int64_t>> batches, DType dtype, int depth = 2);
+  // `depth` batches ahead of the consumer. With augment enabled, each sample
+  // is augmented (in the reader thread) as drawn for (augment.seed, epoch,
+  // its global index).
+  PrefetchLoader(DatasetInfo info, std::vector<std::vector<std::int64_t>> batches, DType dtype, int depth = 2,
+                 AugmentOptions augment = {}, std::int64_t epoch = 0);
   ~PrefetchLoader();  // stops the thread and joins it
   PrefetchLoader(const PrefetchLoader&) = delete;
   PrefetchLoader& operator=(const PrefetchLoader&) = delete;
@@ -40,6 +44,8 @@ class PrefetchLoader {
   std::vector<std::vector<std::int64_t>> batches_;
   DType dtype_;
   std::size_t depth_;
+  AugmentOptions augment_;
+  std::int64_t epoch_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Batch> ready_;

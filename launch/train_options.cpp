@@ -47,6 +47,9 @@ const OptionRow kOptions[] = {
     {"gradient-threshold", "inf", "clip gradients whose norm exceeds this"},
     {"gradient-threshold-method", "l2norm", "l2norm (per parameter) | global-l2norm"},
     {"shuffle", "once", "once | every-epoch | never"},
+    {"augment-crop-padding", "0",
+     "training images: pad each side with this many zeros and crop back at a random offset (0: off)"},
+    {"augment-horizontal-flip", "false", "training images: mirror left-right with probability 1/2"},
     {"validation-frequency", "50", "iterations between validations"},
     {"validation-patience", "inf", "validations without a lower loss before training stops"},
     {"verbose", "true", "print the progress table"},
@@ -182,6 +185,8 @@ void fill_options(const Reader& r, TrainingOptions& o) {
   } catch (const Error& e) {
     throw UsageError(std::string("option shuffle: ") + e.what());
   }
+  o.augment.crop_padding = r.integer("augment-crop-padding", 0, 4096);
+  o.augment.horizontal_flip = r.flag("augment-horizontal-flip");
   o.validation_frequency = r.integer("validation-frequency", 1);
   o.validation_patience = static_cast<int>(r.integer("validation-patience", 1));
   o.verbose = r.flag("verbose");
@@ -275,6 +280,9 @@ TrainingOptions parse_options_on(const Args& args, Communicator* comm) {
     throw UsageError(e.what());
   }
   if (vm.count("layer")) o.network.layer_lines = vm["layer"].as<std::vector<std::string>>();
+  if (o.augment.enabled() && o.network.input_shape.size() != 3)
+    throw UsageError("options augment-crop-padding and augment-horizontal-flip need image samples (input = CxHxW), "
+                     "but input = " + r.str("input"));
   o.output = r.path("output");
   if (o.output.empty()) {
     o.output = default_output(config_path);

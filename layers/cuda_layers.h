@@ -117,6 +117,12 @@ void pool2d_forward(GpuContext& ctx, PoolMode mode, const PoolShape& shape, cons
 void pool2d_backward(GpuContext& ctx, PoolMode mode, const PoolShape& shape, const float* dy,
                      const std::int32_t* argmax, float* dx);
 
+// --- globalavgpool (layers/global_avgpool.cpp): x (planes, area) → y (planes) ---
+// planes = N·C, area = H·W. y is each plane's sum (float32, row-major order,
+// as the CPU adds) times 1/area; backward writes dx = dy/area over each plane.
+void global_avgpool_forward(GpuContext& ctx, std::int64_t planes, std::int64_t area, const float* x, float* y);
+void global_avgpool_backward(GpuContext& ctx, std::int64_t planes, std::int64_t area, const float* dy, float* dx);
+
 // --- batchnorm (layers/batchnorm.cpp), per channel over N and S = H·W (S = 1 for N×F input) ---
 struct BatchNormShape {
   std::int64_t batch = 0, channels = 0, spatial = 1;

@@ -95,8 +95,8 @@ DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropo
     value_at += p.value.numel();
     index_of_[&p] = i;
   }
-  Shape shape = host.spec().input_shape;
   for (const auto& node : host.nodes()) {
+    const Shape& shape = node.input < 0 ? host.spec().input_shape : host.nodes()[node.input].output_shape;
     auto state = std::make_shared<NodeState>();
     state->node = &node;
     state->input_shape = shape;
@@ -105,7 +105,8 @@ DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropo
     if (Layer* layer = node.layer.get()) {
       const std::string& kind = node.kind;
       if (!(kind == "dense" || kind == "conv2d" || kind == "maxpool" || kind == "avgpool" || kind == "batchnorm" ||
-            kind == "dropout" || kind == "flatten" || kind == "softmax" || is_activation(kind)))
+            kind == "dropout" || kind == "flatten" || kind == "softmax" || kind == "globalavgpool" ||
+            is_activation(kind)))
         fail(host.spec().source + ": layer '" + node.name + "' (" + kind + ") has no GPU version; train it with "
              "execution-environment=cpu");
       if (kind == "conv2d") {
@@ -138,7 +139,6 @@ DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropo
       }
     }
     nodes_.push_back(std::move(state));
-    shape = node.output_shape;
   }
   from_host();
 }
@@ -151,10 +151,10 @@ const gpu::DeviceParam& DeviceNetwork::device_param(const Param* host_param) con
 
 const float* DeviceNetwork::forward_logits(const float* x, std::int64_t batch, bool training, std::uint64_t step) {
   input_ = x, batch_ = batch, step_ = step;
-  const float* h = x;
   for (std::size_t i = 0; i + 1 < nodes_.size(); ++i) {
     NodeState& s = *nodes_[i];
     const Network::Node& node = *s.node;
+    const float* h = node.input < 0 ? x : nodes_[node.input]->y;
     const std::string& kind = node.kind;
     s.training = training;
     s.out = DeviceBuffer();
@@ -180,6 +180,8 @@ const float* DeviceNetwork::forward_logits(const float* x, std::int64_t batch, b
       if (max) s.argmax = ctx_.alloc(sizeof(std::int32_t) * std::max<std::int64_t>(batch * s.out_count, 1));
       gpu::pool2d_forward(ctx_, max ? gpu::PoolMode::max : gpu::PoolMode::average, s.pool, h, output(),
                           max ? s.argmax.as<std::int32_t>() : nullptr);
+    } else if (kind == "globalavgpool") {
+      gpu::global_avgpool_forward(ctx_, batch * s.out_count, s.in_count / s.out_count, h, output());
     } else if (kind == "batchnorm") {
       s.norm.batch = batch;
       if (training) {
@@ -197,47 +199,64 @@ const float* DeviceNetwork::forward_logits(const float* x, std::int64_t batch, b
     } else {  // flatten, inference dropout: the same values
       s.y = h;
     }
-    h = s.y;
   }
-  return h;
+  const int last = nodes_.back()->node->input;
+  return last < 0 ? x : nodes_[last]->y;
 }
+
+namespace {
+
+// A gradient on the device: a buffer this step allocated, or a pointer into
+// one it does not own (the caller's dlogits).
+struct Gradient {
+  DeviceBuffer owner;
+  const float* p = nullptr;
+};
+
+// into += g (n floats); into may be empty (the first gradient to arrive).
+void add_gradient(GpuContext& ctx, Gradient& into, const float* g, std::int64_t n) {
+  if (into.p && !into.owner.empty()) {
+    sum_into(ctx, into.owner.as<float>(), into.p, g, n);
+    return;
+  }
+  DeviceBuffer b = ctx.alloc(sizeof(float) * std::max<std::int64_t>(n, 1));
+  if (into.p)
+    sum_into(ctx, b.as<float>(), into.p, g, n);
+  else
+    DLSCALE_CHECK_CUDA(cudaMemcpyAsync(b.get(), g, sizeof(float) * n, cudaMemcpyDeviceToDevice, gpu::stream(ctx)));
+  into.owner = std::move(b), into.p = into.owner.as<float>();
+}
+
+}  // namespace
 
 void DeviceNetwork::backward(const float* dlogits, const Network::GradientsReady& on_ready) {
   const std::int64_t batch = batch_;
-  // skip[j] collects dL/d(output j) arriving through add joins.
-  std::vector<DeviceBuffer> skip(nodes_.size());
-  DeviceBuffer g_owner;
-  const float* g = dlogits;
-  for (int i = static_cast<int>(nodes_.size()) - 2; i >= 0; --i) {
+  // grads[j] collects dL/d(output j) from every node that takes output j;
+  // it is complete when node j is reached (see Network::backward).
+  std::vector<Gradient> grads(nodes_.size());
+  const int last = nodes_.back()->node->input;
+  if (last >= 0) grads[last].p = dlogits;
+  for (int i = last; i >= 0; --i) {
     NodeState& s = *nodes_[i];
     const Network::Node& node = *s.node;
     const std::string& kind = node.kind;
     const std::int64_t out_n = batch * s.out_count, in_n = batch * s.in_count;
-    if (!skip[i].empty()) {
-      DeviceBuffer sum = ctx_.alloc(sizeof(float) * out_n);
-      sum_into(ctx_, sum.as<float>(), g, skip[i].as<float>(), out_n);
-      g_owner = std::move(sum), g = g_owner.as<float>();
-      skip[i] = DeviceBuffer();
-    }
-    if (!node.layer) {  // y = x + out[from]: both get dy
-      DeviceBuffer& into = skip[node.add_from];
-      if (into.empty()) {
-        into = ctx_.alloc(sizeof(float) * out_n);
-        DLSCALE_CHECK_CUDA(cudaMemcpyAsync(into.get(), g, sizeof(float) * out_n, cudaMemcpyDeviceToDevice,
-                                           gpu::stream(ctx_)));
-      } else {
-        sum_into(ctx_, into.as<float>(), into.as<float>(), g, out_n);
-      }
+    Gradient incoming = std::move(grads[i]);
+    const float* g = incoming.p;
+    DLSCALE_REQUIRE(g != nullptr, "network node " + std::to_string(i + 1) + " got no gradient (GPU)");
+    if (!node.layer) {  // y = in + out[from]: both get dy
+      if (node.input >= 0) add_gradient(ctx_, grads[node.input], g, out_n);
+      add_gradient(ctx_, grads[node.add_from], g, out_n);
       continue;
     }
-    if (i == 0 && s.param_index.empty()) break;  // dL/dx of the data is never needed
-    const float* x = i == 0 ? input_ : nodes_[i - 1]->y;
+    if (node.input < 0 && s.param_index.empty()) continue;  // dL/dx of the data is never needed
+    const float* x = node.input < 0 ? input_ : nodes_[node.input]->y;
     DeviceBuffer dx_owner;
     auto dx = [&] {
       dx_owner = ctx_.alloc(sizeof(float) * std::max<std::int64_t>(in_n, 1));
       return dx_owner.as<float>();
     };
-    const bool need_dx = i > 0;
+    const bool need_dx = node.input >= 0;
     if (kind == "dense") {
       gpu::dense_backward(ctx_, x, s.value(*this, 0), g, need_dx ? dx() : nullptr, s.grad(*this, 0),
                           s.has_bias() ? s.grad(*this, 1) : nullptr, batch, s.in_count, s.out_count, math_);
@@ -250,6 +269,8 @@ void DeviceNetwork::backward(const float* dlogits, const Network::GradientsReady
       const bool max = kind == "maxpool";
       gpu::pool2d_backward(ctx_, max ? gpu::PoolMode::max : gpu::PoolMode::average, s.pool, g,
                            max ? s.argmax.as<std::int32_t>() : nullptr, dx());
+    } else if (kind == "globalavgpool") {
+      gpu::global_avgpool_backward(ctx_, out_n, s.in_count / s.out_count, g, dx());
     } else if (kind == "batchnorm") {
       DLSCALE_REQUIRE(s.training, "batchnorm (GPU): backward after an inference forward");
       gpu::batchnorm_backward_training(ctx_, s.norm, s.epsilon, x, g, s.value(*this, 0), s.save_mean.as<float>(),
@@ -258,8 +279,16 @@ void DeviceNetwork::backward(const float* dlogits, const Network::GradientsReady
       DLSCALE_REQUIRE(s.training, "dropout (GPU): backward after an inference forward");
       gpu::dropout_backward(ctx_, s.rate, dropout_key(dropout_seed_, i, step_), 0, g, dx(), in_n);
     }
-    // flatten: dx is dy itself.
-    if (!dx_owner.empty()) g_owner = std::move(dx_owner), g = g_owner.as<float>();
+    if (need_dx) {
+      Gradient& into = grads[node.input];
+      // flatten: dx is dy itself, handed on with its owner.
+      Gradient d = dx_owner.empty() ? std::move(incoming) : Gradient{std::move(dx_owner), nullptr};
+      if (d.p == nullptr) d.p = d.owner.as<float>();
+      if (into.p == nullptr)
+        into = std::move(d);
+      else
+        add_gradient(ctx_, into, d.p, in_n);
+    }
     if (on_ready) on_ready(node.layer->params());
   }
   // Activations go back to the cache between steps, as on the CPU.

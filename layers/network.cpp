@@ -26,17 +26,10 @@ Tensor add_tensors(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-void accumulate(Tensor& into, const Tensor& g) {
-  if (into.empty()) {
-    into = g.clone();
-    return;
-  }
-  dispatch(into.dtype(), [&]<class T>() {
-    T* p = into.data<T>();
-    const T* q = g.data<T>();
-    for (std::int64_t i = 0; i < into.numel(); ++i) p[i] += q[i];
-  });
-}
+// into += g, where into may be empty (the first gradient to arrive). The sum
+// is a new tensor, never written into `into`: both inputs of an add join
+// share the join's dy, and layers only read their dy.
+void accumulate(Tensor& into, const Tensor& g) { into = into.empty() ? g : add_tensors(into, g); }
 
 Shape with_batch(std::int64_t n, const Shape& sample) {
   Shape s{n};
@@ -73,8 +66,14 @@ Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std:
       fail(spec_.source + ": input " + to_string(spec_.input_shape) + " is not a shape of 1 to " +
            std::to_string(spec_.max_layer_elements) + " elements per sample");
   Rng rng(seed);
-  Shape shape = spec_.input_shape;
   std::map<std::string, int> by_name;
+  // The node `line` names in attribute `key` (input=, from=).
+  auto named = [&](const LayerSpec& line, const std::string& key) {
+    auto name = line.get_string(key, "");
+    if (!by_name.count(name)) line.fail_here(key + "=" + name + " names no earlier layer");
+    return by_name[name];
+  };
+  std::vector<bool> used(spec_.layer_lines.size(), false);
   for (std::size_t i = 0; i < spec_.layer_lines.size(); ++i) {
     auto where = spec_.source + ": layer " + std::to_string(i + 1);
     auto line = LayerSpec::parse(spec_.layer_lines[i], where);
@@ -82,13 +81,16 @@ Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std:
     node.kind = line.kind();
     node.name = line.get_string("name", "layer" + std::to_string(i + 1));
     if (by_name.count(node.name)) line.fail_here("name '" + node.name + "' is used twice");
+    node.input = line.has("input") ? named(line, "input") : static_cast<int>(i) - 1;
+    const Shape& shape = node.input < 0 ? spec_.input_shape : nodes_[node.input].output_shape;
+    if (node.input >= 0) used[node.input] = true;
     if (node.kind == "add") {
-      auto from = line.get_string("from", "");
-      if (!by_name.count(from)) line.fail_here("from=" + from + " names no earlier layer");
-      node.add_from = by_name[from];
+      node.add_from = named(line, "from");
+      used[node.add_from] = true;
       const Shape& other = nodes_[node.add_from].output_shape;
       if (other != shape)
-        line.fail_here("cannot add the output of '" + from + "' (" + to_string(other) + ") to " + to_string(shape));
+        line.fail_here("cannot add the output of '" + nodes_[node.add_from].name + "' (" + to_string(other) +
+                       ") to " + to_string(shape));
       line.reject_unused();
       node.output_shape = shape;
     } else {
@@ -98,14 +100,21 @@ Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std:
       node.layer = make_layer(line, ctx);
       node.output_shape = node.layer->output_shape();
     }
-    shape = node.output_shape;
     by_name[node.name] = static_cast<int>(i);
     nodes_.push_back(std::move(node));
   }
   if (nodes_.back().kind != "softmax")
     fail(spec_.source + ": the last layer must be softmax (dlscale trains classification networks)");
-  num_classes_ = shape[0];
-  if (nodes_.front().layer) nodes_.front().layer->set_input_grad_needed(false);
+  // A branch nothing takes would get no gradient and is a typo, usually (an
+  // input= or from= naming the wrong layer).
+  for (std::size_t i = 0; i + 1 < nodes_.size(); ++i)
+    if (!used[i])
+      fail(spec_.source + ": layer " + std::to_string(i + 1) + " ('" + nodes_[i].name +
+           "'): no later layer takes its output (the next one has input=, and no input= or add from= names it)");
+  num_classes_ = nodes_.back().output_shape[0];
+  // dL/d(network input) is never used: layers reading it may skip it.
+  for (auto& node : nodes_)
+    if (node.layer && node.input < 0) node.layer->set_input_grad_needed(false);
   outputs_.resize(nodes_.size());
 }
 
@@ -115,31 +124,38 @@ Tensor Network::forward_logits(const Tensor& x, bool training) {
     fail("network input is " + to_string(spec_.input_shape) + " per sample but the data gives " + to_string(x.shape()));
   if (x.dtype() != dtype_)
     fail("network parameters are " + to_string(dtype_) + " but the input is " + to_string(x.dtype()));
-  Tensor h = x;
   for (std::size_t i = 0; i + 1 < nodes_.size(); ++i) {
     Node& node = nodes_[i];
-    h = node.layer ? node.layer->forward(h, training) : add_tensors(h, outputs_[node.add_from]);
-    outputs_[i] = h;
+    const Tensor& in = node.input < 0 ? x : outputs_[node.input];
+    outputs_[i] = node.layer ? node.layer->forward(in, training) : add_tensors(in, outputs_[node.add_from]);
   }
-  return h;
+  const int last = nodes_.back().input;
+  return last < 0 ? x : outputs_[last];
 }
 
 Tensor Network::predict(const Tensor& x) { return nodes_.back().layer->forward(forward_logits(x, false), false); }
 
 void Network::backward(const Tensor& dlogits, const GradientsReady& on_ready) {
-  // skip_grads[j] collects dL/d(output j) arriving through add joins.
-  std::vector<Tensor> skip_grads(nodes_.size());
-  Tensor g = dlogits;
-  for (int i = static_cast<int>(nodes_.size()) - 2; i >= 0; --i) {
-    if (!skip_grads[i].empty()) g = add_tensors(g, skip_grads[i]);
+  // grads[j] collects dL/d(output j) from every node that takes output j.
+  // Consumers come after their inputs, so going backwards in node order,
+  // grads[i] is complete when node i is reached: the reverse of the
+  // parameter order, which gradient buckets and DeviceNetwork rely on.
+  std::vector<Tensor> grads(nodes_.size());
+  const int last = nodes_.back().input;
+  if (last >= 0) grads[last] = dlogits;
+  for (int i = last; i >= 0; --i) {
     Node& node = nodes_[i];
-    if (node.layer) {
-      if (i == 0 && node.layer->params().empty()) break;  // dL/dx of the data is never needed
-      g = node.layer->backward(g);  // empty for node 0: its input gradient is switched off
-      if (on_ready) on_ready(node.layer->params());
-    } else {
-      accumulate(skip_grads[node.add_from], g);  // y = x + out[from]: both get dy
+    Tensor g = std::move(grads[i]);
+    DLSCALE_REQUIRE(!g.empty(), "network node " + std::to_string(i + 1) + " got no gradient");
+    if (!node.layer) {  // y = in + out[from]: both get dy
+      if (node.input >= 0) accumulate(grads[node.input], g);
+      accumulate(grads[node.add_from], g);
+      continue;
     }
+    if (node.input < 0 && node.layer->params().empty()) continue;  // dL/dx of the data is never needed
+    Tensor dx = node.layer->backward(g);  // empty when it reads the data: its input gradient is switched off
+    if (on_ready) on_ready(node.layer->params());
+    if (node.input >= 0) accumulate(grads[node.input], dx);
   }
   for (auto& o : outputs_) o = Tensor();  // release activations between steps
 }
@@ -209,16 +225,25 @@ std::int64_t Network::parameter_count() {
 
 std::string Network::describe() {
   std::ostringstream out;
-  char line[160];
-  std::snprintf(line, sizeof line, "  %-3s %-10s %-10s %-14s %s\n", "#", "name", "kind", "output", "learnables");
+  char line[200];
+  std::snprintf(line, sizeof line, "  %-3s %-10s %-13s %-14s %-10s %s\n", "#", "name", "kind", "output", "learnables",
+                "from");
   out << line;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
     std::int64_t n = 0;
-    if (nodes_[i].layer)
-      for (Param* p : nodes_[i].layer->params()) n += p->value.numel();
-    std::snprintf(line, sizeof line, "  %-3zu %-10s %-10s %-14s %lld\n", i + 1, nodes_[i].name.c_str(),
-                  nodes_[i].kind.c_str(), to_string(nodes_[i].output_shape).c_str(), static_cast<long long>(n));
-    out << line;
+    if (node.layer)
+      for (Param* p : node.layer->params()) n += p->value.numel();
+    // Named only where the graph is not a chain: input= branches and add joins.
+    std::string inputs;
+    if (node.input != static_cast<int>(i) - 1 || node.add_from >= 0)
+      inputs = node.input < 0 ? "input" : nodes_[node.input].name;
+    if (node.add_from >= 0) inputs += " + " + nodes_[node.add_from].name;
+    std::snprintf(line, sizeof line, "  %-3zu %-10s %-13s %-14s %-10lld %s\n", i + 1, node.name.c_str(),
+                  node.kind.c_str(), to_string(node.output_shape).c_str(), static_cast<long long>(n), inputs.c_str());
+    std::string text = line;
+    text.erase(text.find_last_not_of(" \n") + 1);
+    out << text << "\n";
   }
   out << "  input " << to_string(spec_.input_shape) << ", " << parameter_count() << " learnables, "
       << to_string(dtype_) << "\n";

@@ -1,6 +1,7 @@
 // A network: the layer list of a model spec built into layers, plus the
-// `add from=NAME` joins that make residual networks declarable. The last
-// layer is softmax; training works on the logits before it (fused loss).
+// `add from=NAME` joins and `input=NAME` branches that make residual networks
+// (with projection shortcuts) declarable. The last layer is softmax; training
+// works on the logits before it (fused loss).
 #pragma once
 
 #include <functional>
@@ -59,12 +60,15 @@ class Network {
   std::string describe();
 
   // The layer graph, for other backends (layers/device_network.cu): node i
-  // takes node i-1's output (the network input for i = 0); an add node also
-  // takes node add_from's.
+  // takes node `input`'s output: i-1 unless the line says input=NAME, -1
+  // for the network input. An add node also takes node add_from's. Every
+  // node's output is used by a later node (the last one's by softmax), so
+  // backward reaches every node.
   struct Node {
     std::string name;               // user's name= or "layerN"
     std::string kind;
     std::unique_ptr<Layer> layer;   // null for add
+    int input = -1;                 // node whose output this one takes (-1: the network input)
     int add_from = -1;              // for add: node whose output is added
     Shape output_shape;
   };

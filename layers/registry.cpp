@@ -11,6 +11,7 @@
 #include "layers/dense.h"
 #include "layers/dropout.h"
 #include "layers/flatten.h"
+#include "layers/global_avgpool.h"
 #include "layers/pool2d.h"
 #include "layers/softmax.h"
 
@@ -25,7 +26,7 @@ const std::map<std::string, Factory>& factories() {
       {"avgpool", make_avgpool},     {"flatten", make_flatten}, {"batchnorm", make_batchnorm},
       {"dropout", make_dropout},     {"relu", make_relu},       {"leakyrelu", make_leakyrelu},
       {"gelu", make_gelu},           {"tanh", make_tanh},       {"sigmoid", make_sigmoid},
-      {"softmax", make_softmax},
+      {"softmax", make_softmax},     {"globalavgpool", make_globalavgpool},
   };
   return table;
 }

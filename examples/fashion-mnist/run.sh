@@ -2,7 +2,7 @@
 # The Fashion-MNIST demo from nothing: installs dependencies, builds dlscale,
 # converts Debian's dataset-fashion-mnist to HDF5 shards and trains the CNN
 # data-parallel over local ranks, printing the test accuracy.
-#   examples/fashion-mnist/run.sh [cnn|mlp]     (DLSCALE_RANKS=N, default 2)
+#   examples/fashion-mnist/run.sh [cnn|mlp|resnet]     (DLSCALE_RANKS=N, default 2)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=${1:-cnn}

@@ -413,7 +413,10 @@ TrainingResult TrainingRun::run() {
              " of an epoch, but with mini-batch-size " + std::to_string(o_.mini_batch_size) + " an epoch has " +
              std::to_string(batches.size()) + " batches; resume with the mini-batch-size it was written with");
       batches.erase(batches.begin(), batches.begin() + state_.batch_in_epoch);  // resumed mid-epoch
-      PrefetchLoader loader(train_, std::move(batches), dtype_);
+      // Augmentation draws from (seed, epoch, sample): a resumed epoch draws the same.
+      AugmentOptions augment = o_.augment;
+      augment.seed = o_.seed;
+      PrefetchLoader loader(train_, std::move(batches), dtype_, 2, augment, state_.epoch);
       if (gpu_) gpu_->clear_staged();
       std::optional<Batch> batch = loader.next();
       while (go_on && batch) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "io/augment.h"
 #include "io/sampler.h"
 #include "layers/network.h"
 #include "runtime/training/loss_scaler.h"
@@ -18,6 +19,7 @@ struct TrainingOptions {
   // Data (dataset folders written by `dlscale shard`).
   std::string train_data, validation_data, test_data;
   NetworkSpec network;
+  AugmentOptions augment;  // training samples only; the trainer draws with `seed` (augment.seed is ignored)
 
   SolverOptions solver;
   ScheduleOptions schedule;

@@ -397,6 +397,8 @@ TEST_F(LayerGpu, Conv2dMatchesCpu) {
       {"conv2d filters=3 kernel=4 padding=same", {2, 7, 7}},            // 1 row on top, 2 at the bottom
       {"conv2d filters=4 kernel=3 stride=2 padding=same", {3, 8, 9}},  // asymmetric in height only
       {"conv2d filters=6 kernel=1 bias=false", {4, 5, 5}},
+      {"conv2d filters=8 kernel=1 stride=2 bias=false", {4, 8, 8}},  // ResNet projection shortcut
+      {"conv2d filters=8 kernel=1 stride=2", {3, 7, 7}},             // odd plane: the last row/column is skipped
   };
   for (const MathPrecision math : kAllMath)
   for (const bool deterministic : {false, true}) {
@@ -484,6 +486,30 @@ TEST_F(LayerGpu, PoolingMatchesCpuIncludingTies) {
     gpu::pool2d_backward(*ctx_, mode, s, gdy.as<float>(), arg.as<std::int32_t>(), gdx.as<float>());
     compare(down(gy, y.shape()), y, 1e-6, line + " y");
     compare(down(gdx, x.shape()), dx, 1e-6, line + " dx");
+  }
+}
+
+// ---------------------------------------------------------------- globalavgpool
+// Both backends add each plane in row-major order in float32 and scale by the
+// same float, so the results agree to the bit (bound 0 on float32 inputs).
+TEST_F(LayerGpu, GlobalAvgPoolMatchesCpu) {
+  for (const Shape& in : {Shape{16, 7, 7}, Shape{3, 1, 1}, Shape{64, 8, 8}}) {
+    SCOPED_TRACE(to_string(in));
+    Rng rng(6);
+    const std::int64_t n = 5;
+    auto layer = build_layer("globalavgpool", in, DType::f32);
+    Shape xs{n};
+    xs.insert(xs.end(), in.begin(), in.end());
+    const Tensor x = uniform(xs, rng, -2, 2).to(DType::f32);
+    const Tensor y = layer->forward(x, true);
+    const Tensor dy = uniform(y.shape(), rng, -1, 1).to(DType::f32);
+    const Tensor dx = layer->backward(dy);
+    const std::int64_t planes = n * in[0], area = in[1] * in[2];
+    DeviceBuffer gx = up(x), gdy = up(dy), gy = zeros(y.numel()), gdx = zeros(x.numel());
+    gpu::global_avgpool_forward(*ctx_, planes, area, gx.as<float>(), gy.as<float>());
+    gpu::global_avgpool_backward(*ctx_, planes, area, gdy.as<float>(), gdx.as<float>());
+    compare(down(gy, y.shape()), y.to(DType::f64), 0.0, "globalavgpool y");
+    compare(down(gdx, x.shape()), dx.to(DType::f64), 0.0, "globalavgpool dx");
   }
 }
 

@@ -147,13 +147,8 @@ class TrainGpu : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(TrainGpu, OneEpochMatchesTheCpuWithinFloat32Rounding) {
-  Communicator comm;
-  TrainingResult cpu = trainnet(options(dir_, "cpu", "cpu"), comm);
-  TrainingResult gpu = trainnet(options(dir_, "gpu", "gpu"), comm);
-  ASSERT_EQ(gpu.iterations, 30);
-  ASSERT_EQ(gpu.devices.size(), 1u);
-  EXPECT_NE(gpu.devices[0].find("gpu"), std::string::npos) << gpu.devices[0];
+// Every weight of the GPU run within float32 rounding of the CPU run's.
+void expect_weights_close(const TrainingResult& cpu, const TrainingResult& gpu) {
   auto tc = cpu.network->named_tensors(), tg = gpu.network->named_tensors();
   ASSERT_EQ(tc.size(), tg.size());
   for (std::size_t k = 0; k < tc.size(); ++k) {
@@ -166,10 +161,43 @@ TEST_F(TrainGpu, OneEpochMatchesTheCpuWithinFloat32Rounding) {
     const double rel = worst / std::max(max_abs(c), 1e-30);
     EXPECT_TRUE(measured(tc[k].first + " max rel err against the CPU", rel, below(1e-3)));
   }
+}
+
+TEST_F(TrainGpu, OneEpochMatchesTheCpuWithinFloat32Rounding) {
+  Communicator comm;
+  TrainingResult cpu = trainnet(options(dir_, "cpu", "cpu"), comm);
+  TrainingResult gpu = trainnet(options(dir_, "gpu", "gpu"), comm);
+  ASSERT_EQ(gpu.iterations, 30);
+  ASSERT_EQ(gpu.devices.size(), 1u);
+  EXPECT_NE(gpu.devices[0].find("gpu"), std::string::npos) << gpu.devices[0];
+  expect_weights_close(cpu, gpu);
   ASSERT_TRUE(cpu.test_accuracy && gpu.test_accuracy);
   EXPECT_TRUE(measured("test accuracy", *gpu.test_accuracy, near(*cpu.test_accuracy, 0.02)));
   EXPECT_TRUE(measured("final mini-batch loss", gpu.final_minibatch_loss,
                        near(cpu.final_minibatch_loss, 1e-3 * std::max(1.0, cpu.final_minibatch_loss))));
+}
+
+// A ResNet downsampling block (input= branch with a 1×1 stride-2 shortcut,
+// add join, globalavgpool) with augmentation: DeviceNetwork routes the
+// branch gradients as Network does.
+TEST_F(TrainGpu, ProjectionShortcutNetworkMatchesTheCpu) {
+  Communicator comm;
+  auto resnet = [&](const std::string& run, const std::string& environment) {
+    TrainingOptions o = options(dir_, run, environment);
+    o.network.layer_lines = {"conv2d filters=4 kernel=3 padding=same bias=false", "batchnorm", "relu name=b_in",
+                             "conv2d filters=8 kernel=3 stride=2 padding=same bias=false", "batchnorm", "relu",
+                             "conv2d filters=8 kernel=3 padding=same bias=false", "batchnorm name=main",
+                             "conv2d filters=8 kernel=1 stride=2 bias=false input=b_in", "batchnorm",
+                             "add from=main", "relu", "globalavgpool", "dense units=4", "softmax"};
+    o.augment.crop_padding = 1;
+    o.augment.horizontal_flip = true;
+    return o;
+  };
+  TrainingResult cpu = trainnet(resnet("resnet-cpu", "cpu"), comm);
+  TrainingResult gpu = trainnet(resnet("resnet-gpu", "gpu"), comm);
+  ASSERT_EQ(gpu.iterations, 30);
+  expect_weights_close(cpu, gpu);
+  EXPECT_NEAR(gpu.final_minibatch_loss, cpu.final_minibatch_loss, 1e-3 * std::max(1.0, cpu.final_minibatch_loss));
 }
 
 TEST_F(TrainGpu, DeterministicRunsAndAResumedRunAreBitwiseEqual) {

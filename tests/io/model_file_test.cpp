@@ -41,6 +41,38 @@ TEST(ModelFile, RoundTripsEveryTensor) {
   EXPECT_FALSE(fs::exists(dir / "model.h5.tmp"));
 }
 
+// A ResNet downsampling block (input= branch, 1×1 stride-2 shortcut, add,
+// globalavgpool) comes back as the same graph, giving the same predictions.
+TEST(ModelFile, RoundTripsAProjectionShortcutNetwork) {
+  test::TempDir tmp;
+  NetworkSpec s;
+  s.input_shape = {2, 6, 6};
+  s.layer_lines = {"conv2d filters=3 kernel=3 padding=same name=b_in",
+                   "conv2d filters=4 kernel=3 stride=2 padding=same",
+                   "batchnorm name=main",
+                   "conv2d filters=4 kernel=1 stride=2 bias=false input=b_in",
+                   "batchnorm",
+                   "add from=main",
+                   "relu",
+                   "globalavgpool",
+                   "dense units=3",
+                   "softmax"};
+  Network net(s, DType::f64, 7);
+  Rng rng(3);
+  Tensor x({2, 2, 6, 6}, DType::f64);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, rng.normal());
+  net.forward_logits(x, true);  // batch statistics move the running statistics away from their start
+  save_model((tmp.path() / "model.h5").string(), net);
+  auto loaded = load_model((tmp.path() / "model.h5").string());
+  ASSERT_EQ(loaded->nodes().size(), net.nodes().size());
+  EXPECT_EQ(loaded->nodes()[3].input, 0);
+  EXPECT_EQ(loaded->nodes()[5].add_from, 2);
+  EXPECT_EQ(loaded->named_tensors()[8].first, "03_conv2d/weight");
+  EXPECT_EQ(loaded->named_tensors()[8].second->shape(), Shape({4, 3, 1, 1}));
+  Tensor a = net.predict(x), b = loaded->predict(x);
+  for (std::int64_t i = 0; i < a.numel(); ++i) EXPECT_EQ(a.at(i), b.at(i)) << i;
+}
+
 // HDF5 stamps objects with their creation time (in seconds) unless told not
 // to; the same network written twice across a second boundary must give the
 // same bytes, or `cmp` cannot check deterministic mode.

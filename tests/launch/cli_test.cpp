@@ -160,6 +160,13 @@ TEST_F(Cli, TruncatedShard) {
 
 TEST_F(Cli, BadOptionValue) { expect_one_error(train("--mini-batch-size many"), "mini-batch-size"); }
 
+TEST_F(Cli, AugmentationNeedsImagesAndAPadding) {
+  expect_one_error(train("--input 64 --augment-horizontal-flip true"),
+                   "augment-crop-padding and augment-horizontal-flip need image samples (input = CxHxW), but input = 64");
+  expect_one_error(train("--augment-crop-padding -1"), "augment-crop-padding: '-1' must be an integer from 0");
+  expect_one_error(train("--augment-horizontal-flip maybe"), "augment-horizontal-flip: 'maybe' is not true or false");
+}
+
 TEST_F(Cli, BadMixedPrecisionType) {
   expect_one_error(train("--training-precision automatic-mixed --mixed-precision-type fp8"), "mixed-precision-type");
 }

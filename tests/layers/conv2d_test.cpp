@@ -202,11 +202,31 @@ TEST(Conv2d, Float32WinogradShapesMatchReference) {
   }
 }
 
+// ResNet-20's downsampling convolutions at the channel counts the example
+// uses (oneDNN's blocked kernels in float32 builds with oneDNN): the 3×3
+// stride-2 main path and the 1×1 stride-2 projection, on even and odd planes.
+TEST(Conv2d, Float32ResNetDownsamplingMatchesReference) {
+  for (const Shape& in : {Shape{16, 8, 8}, Shape{16, 7, 7}}) {
+    for (const char* attrs : {"filters=32 kernel=3 stride=2 padding=same bias=true",
+                              "filters=32 kernel=1 stride=2 bias=true", "filters=16 kernel=1 bias=true"}) {
+      SCOPED_TRACE(std::string(attrs) + " on " + to_string(in));
+      auto layer = build_layer(std::string("conv2d ") + attrs, in, DType::f32);
+      expect_matches_reference(*layer, in, 3, 1e-4, 16);
+    }
+  }
+}
+
 TEST(Conv2d, Gradients) {
   const std::vector<Case> cases = {
       {"filters=2 kernel=3 padding=1", {2, 4, 4}},
       {"filters=2 kernel=3 stride=2 padding=same", {2, 5, 4}},
       {"filters=3 kernel=2 stride=1 padding=same bias=false", {1, 4, 3}},
+      // ResNet's downsampling: 3×3 stride 2 on an even input, and the 1×1
+      // stride-2 projection shortcut (odd and even inputs).
+      {"filters=3 kernel=3 stride=2 padding=same bias=false", {2, 6, 6}},
+      {"filters=3 kernel=1 stride=2 bias=false", {2, 6, 6}},
+      {"filters=2 kernel=1 stride=2", {3, 5, 4}},
+      {"filters=2 kernel=1", {3, 3, 4}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.attrs);

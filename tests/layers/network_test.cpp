@@ -23,6 +23,30 @@ NetworkSpec residual_spec() {
   return spec;
 }
 
+// A ResNet downsampling block: the main path convolves with stride 2, the
+// skip path is a 1×1 stride-2 convolution plus batchnorm on the block input
+// (input=b_in), the two are added, and global average pooling feeds dense.
+NetworkSpec projection_spec() {
+  NetworkSpec spec;
+  spec.input_shape = {2, 6, 5};
+  spec.layer_lines = {"conv2d filters=2 kernel=3 padding=same bias=false",
+                      "batchnorm",
+                      "tanh name=b_in",
+                      "conv2d filters=3 kernel=3 stride=2 padding=same bias=false",
+                      "batchnorm",
+                      "tanh",
+                      "conv2d filters=3 kernel=3 padding=same bias=false",
+                      "batchnorm name=main",
+                      "conv2d filters=3 kernel=1 stride=2 bias=false input=b_in",
+                      "batchnorm name=shortcut",
+                      "add from=main",
+                      "tanh",
+                      "globalavgpool",
+                      "dense units=4",
+                      "softmax"};
+  return spec;
+}
+
 std::string error_of(const NetworkSpec& spec) {
   try {
     Network net(spec, DType::f32, 0);
@@ -63,6 +87,47 @@ TEST(Network, ResidualGradientsMatchFiniteDifferences) {
   testing::check_param_gradients(net.params(), loss, 1e-6, 1e-6, "network");
 }
 
+TEST(Network, ProjectionShortcutTakesTheNamedInput) {
+  Network net(projection_spec(), DType::f64, 3);
+  const auto& nodes = net.nodes();
+  ASSERT_EQ(nodes.size(), 15u);
+  EXPECT_EQ(nodes[8].input, 2);  // the 1×1 convolution reads b_in, not main
+  EXPECT_EQ(nodes[8].output_shape, (Shape{3, 3, 3}));
+  EXPECT_EQ(nodes[10].input, 9);
+  EXPECT_EQ(nodes[10].add_from, 7);
+  EXPECT_EQ(nodes[12].output_shape, (Shape{3}));
+  EXPECT_EQ(net.num_classes(), 4);
+  // describe() names the inputs where the graph branches or joins.
+  const std::string text = net.describe();
+  EXPECT_NE(text.find("layer9     conv2d        3x3x3          6          b_in\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("add           3x3x3          0          shortcut + main\n"), std::string::npos) << text;
+}
+
+// The skip path's gradient must reach the block input: without it the
+// stem's gradients (nodes 1-3) would miss the shortcut's share.
+TEST(Network, ProjectionShortcutGradientsMatchFiniteDifferences) {
+  Network net(projection_spec(), DType::f64, 5);
+  Rng rng(2);
+  Tensor x = testing::random_tensor({4, 2, 6, 5}, rng);
+  std::vector<std::int32_t> labels = {0, 3, 1, 2};
+  Tensor dlogits;
+  auto loss = [&]() {
+    Tensor scratch;
+    return softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 4.0, scratch).loss_sum / 4.0;
+  };
+  softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 4.0, dlogits);
+  std::vector<const Param*> order;
+  net.backward(dlogits, [&](const std::vector<Param*>& ready) { order.insert(order.end(), ready.begin(), ready.end()); });
+  testing::check_param_gradients(net.params(), loss, 1e-6, 1e-6, "network");
+  // Layers finish in reverse order, the shortcut (nodes 9-10) before the
+  // main path (nodes 4-8): gradient buckets rely on it.
+  std::vector<const Param*> expected;
+  for (auto node = net.nodes().rbegin(); node != net.nodes().rend(); ++node)
+    if (node->layer)
+      for (const Param* p : node->layer->params()) expected.push_back(p);
+  EXPECT_EQ(order, expected);
+}
+
 TEST(Network, SameSeedSameWeightsAndFloat64EndToEnd) {
   Network a(residual_spec(), DType::f64, 9), b(residual_spec(), DType::f64, 9);
   auto ta = a.named_tensors(), tb = b.named_tensors();
@@ -97,6 +162,19 @@ TEST(Network, SpecErrorsNameTheProblem) {
 
   spec.layer_lines = {"conv2d filters=2 kernel=3", "softmax"};
   EXPECT_NE(error_of(spec).find("layer 2: softmax: input must be a vector"), std::string::npos) << error_of(spec);
+
+  spec.layer_lines = {"dense units=4", "dense units=3 input=nowhere", "softmax"};
+  EXPECT_NE(error_of(spec).find("layer 2: dense: input=nowhere names no earlier layer"), std::string::npos)
+      << error_of(spec);
+
+  // A branch no later layer takes: its output would get no gradient.
+  spec.layer_lines = {"dense units=4 name=a", "dense units=5", "dense units=3 input=a", "softmax"};
+  EXPECT_NE(error_of(spec).find("my.ini: layer 2 ('layer2'): no later layer takes its output"), std::string::npos)
+      << error_of(spec);
+
+  spec.layer_lines = {"dense units=4", "globalavgpool", "softmax"};
+  EXPECT_NE(error_of(spec).find("layer 2: globalavgpool: needs a C×H×W input, got 4"), std::string::npos)
+      << error_of(spec);
 }
 
 TEST(Network, InputShapeMismatchIsAnError) {

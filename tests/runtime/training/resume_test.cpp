@@ -97,6 +97,28 @@ TEST_F(Resume, StoppedAndResumedEqualsUninterruptedBitwise) {
   }
 }
 
+// With random crops and flips on, a stopped and resumed run still ends with
+// the uninterrupted run's weights: the resumed epoch draws the same
+// augmentation (io/augment.h), and the augmentation did reach training.
+TEST_F(Resume, AugmentedRunStoppedAndResumedEqualsUninterruptedBitwise) {
+  Communicator comm;
+  auto augmented = [&](const std::string& run) {
+    auto o = options(dir_, run);
+    o.augment.crop_padding = 2;
+    o.augment.horizontal_flip = true;
+    return o;
+  };
+  TrainingResult whole = trainnet(augmented("aug-whole"), comm);
+  train_stopping_at(augmented("aug-parts"), comm, 37);
+  auto o = augmented("aug-parts");
+  o.resume = "auto";
+  TrainingResult resumed = trainnet(o, comm);
+  EXPECT_EQ(resumed.iterations, 90);
+  EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
+  TrainingResult plain = trainnet(options(dir_, "aug-plain"), comm);
+  EXPECT_FALSE(weights(*whole.network) == weights(*plain.network)) << "augmentation changed nothing";
+}
+
 TEST_F(Resume, CorruptNewestCheckpointIsSkipped) {
   Communicator comm;
   train_stopping_at(options(dir_, "corrupt"), comm, 20);  // checkpoints at 7, 14 and the stop at 20
