@@ -12,11 +12,6 @@ namespace dlscale {
 
 namespace {
 
-double median_of_sorted(const std::vector<double>& v) {
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // The median of `sorted` without its element at `skip`.
 double median_without(const std::vector<double>& sorted, std::size_t skip) {
   const std::size_t m = sorted.size() - 1;
@@ -77,11 +72,13 @@ std::vector<std::string> StragglerDetector::observe(const std::vector<RankWindow
                                                     double time_s) {
   current_.clear();
   if (ranks.size() < 2 || steps <= 0) return {};
-  std::vector<double> computes, step_times;
-  for (const auto& r : ranks) computes.push_back(r.compute_s), step_times.push_back(r.step_s);
+  // The job's step is the longest: every rank's lasts about as long (they
+  // wait for each other), but each is timed from its own previous step's
+  // end, so a straggler's step can read a little longer than the others'.
+  std::vector<double> computes;
+  double job_step = 0;
+  for (const auto& r : ranks) computes.push_back(r.compute_s), job_step = std::max(job_step, r.step_s);
   std::sort(computes.begin(), computes.end());
-  std::sort(step_times.begin(), step_times.end());
-  const double job_step = median_of_sorted(step_times);
   std::map<std::string, int> ranks_on_host;
   for (const auto& r : ranks) ++ranks_on_host[r.host];
 

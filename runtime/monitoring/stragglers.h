@@ -51,7 +51,7 @@ struct Straggler {
   std::string host;
   double excess_s = 0;     // per step: compute time over the median of the other ranks'
   double excess_ratio = 0; // excess over that median
-  double step_s = 0;       // the job's step time (the median rank's)
+  double step_s = 0;       // the job's step time (the longest rank's)
   bool whole_node = false; // every rank of its host is a straggler (and the job has other hosts)
 };
 
