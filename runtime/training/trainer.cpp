@@ -132,6 +132,11 @@ class TrainingRun {
   EvalResult evaluate_on(const DatasetInfo& data);  // on the GPU for a GPU rank
   void checkpoint();
   bool stop_requested(double local_loss);
+  // Seconds this rank has waited for the others in gradient all-reduces, over
+  // all steps: left out of the compute time telemetry compares (stragglers.h).
+  double peer_wait_seconds() const {
+    return buckets_->exposed_wait_seconds() + (gpu_ ? gpu_->peer_wait_seconds() : 0);
+  }
   [[noreturn]] void fail_out_of_memory();
   TrainingResult finish();
 
@@ -290,7 +295,7 @@ bool TrainingRun::train_one_batch(const Batch& batch, const Batch* next) {
   if (comm_.rank() == hooks_.signal_rank && state_.iteration + 1 == hooks_.signal_iteration) kill(getpid(), hooks_.signal);
   watchdog_.set_context("iteration " + std::to_string(state_.iteration + 1));
   StepScope step_scope(*telemetry_);
-  const double wait_before = buckets_->exposed_wait_seconds();
+  const double wait_before = peer_wait_seconds();
   if (hooks_.slow(comm_.rank())) std::this_thread::sleep_for(std::chrono::duration<double>(hooks_.slow_s));
   const double lr = schedule_->rate(state_.iteration);
   // A scaled loss gradient: dividing the normalizer by the scale multiplies it.
@@ -307,7 +312,7 @@ bool TrainingRun::train_one_batch(const Batch& batch, const Batch* next) {
     dir_->log("iteration " + std::to_string(state_.iteration + 1) +
               ": gradients overflowed, step skipped, loss scale lowered to " + std::to_string(loss_scaler_->scale()));
   telemetry_->step_done(static_cast<std::int64_t>(batch.labels.size()),
-                        buckets_->exposed_wait_seconds() - wait_before);
+                        peer_wait_seconds() - wait_before);
   ++state_.iteration, ++state_.batch_in_epoch;
   state_.samples_seen += o_.mini_batch_size;
   const bool epoch_end = state_.batch_in_epoch == sampler_->batches_per_epoch();
