@@ -100,13 +100,12 @@ TEST_F(Straggler, ASlowRankIsNamedWithWhatTheJobWaitsForIt) {
   EXPECT_NE(log.find("dlscale: straggler: rank 1 (" + host_name() + ") computes "), std::string::npos) << log;
   EXPECT_NE(log.find("longer than the median rank; the job waits "), std::string::npos) << log;
 
-  // Every rank's step lasts the sleep (the others wait for rank 1); only
-  // rank 1's compute time does, and the later lines name it.
+  // Only rank 1's compute time holds the sleep (the others spend it waiting
+  // in the all-reduce), and the later lines name it.
   const auto lines = telemetry("slow");
   ASSERT_FALSE(lines.empty());
   const TelemetryRecord& last = lines.back();
   ASSERT_EQ(last.ranks.size(), 3u);
-  for (const auto& r : last.ranks) EXPECT_GE(r.step_time_s, kSleepS) << "rank " << r.rank;
   EXPECT_GE(last.ranks[1].compute_time_s, kSleepS);
   EXPECT_LT(last.ranks[0].compute_time_s, last.ranks[1].compute_time_s - 0.020);
   EXPECT_LT(last.ranks[2].compute_time_s, last.ranks[1].compute_time_s - 0.020);
