@@ -36,9 +36,9 @@ StragglerThresholds straggler_thresholds_from_environment() {
   if (std::sscanf(v, "%lf:%lf:%d%n", &percent, &millis, &windows, &used) != 3 || v[used] != '\0' ||
       !(percent >= 0) || !(millis >= 0) || windows < 1)
     fail("DLSCALE_STRAGGLER_THRESHOLD=" + std::string(v) +
-         " is not PERCENT:MILLISECONDS:WINDOWS (e.g. 10:2:3: 10% and 2 ms slower per step than the median rank, "
-         "in 3 telemetry windows in a row)");
-  t.min_excess_ratio = percent / 100, t.min_excess_s = millis / 1000, t.windows = windows;
+         " is not PERCENT:MILLISECONDS:WINDOWS (e.g. 10:2:3: the job waits at least 10% of each step and 2 ms for "
+         "a rank, in 3 telemetry windows in a row)");
+  t.min_share_of_step = percent / 100, t.min_excess_s = millis / 1000, t.windows = windows;
   return t;
 }
 
@@ -88,7 +88,7 @@ std::vector<std::string> StragglerDetector::observe(const std::vector<RankWindow
     const auto at = std::lower_bound(computes.begin(), computes.end(), r.compute_s) - computes.begin();
     const double baseline = median_without(computes, static_cast<std::size_t>(at));
     const double excess = r.compute_s - baseline;
-    const bool slow = excess >= t_.min_excess_s && excess >= t_.min_excess_ratio * baseline;
+    const bool slow = excess >= t_.min_excess_s && excess >= t_.min_share_of_step * job_step;
     RankState& st = state_of(r.rank);
     st.slow_run = slow ? st.slow_run + 1 : 0;
     st.normal_run = slow ? 0 : st.normal_run + 1;

@@ -10,8 +10,10 @@
 // excess is its compute time over the median of the other ranks' (with two
 // ranks: the other one's), which is what the median rank waits for it each
 // step. A rank is slow in a window when its excess is at least
-// min_excess_ratio of that median and at least min_excess_s; it is named a
-// straggler after `windows` slow windows in a row, and recovered after as
+// min_share_of_step of the job's step time and at least min_excess_s: a
+// rank that computes 30% longer than the others costs a job whose steps are
+// mostly all-reduce next to nothing, and is not worth a report. It is named
+// a straggler after `windows` slow windows in a row, and recovered after as
 // many windows in a row that are not slow, so noise in one window reports
 // nothing either way.
 //
@@ -29,8 +31,8 @@
 namespace dlscale {
 
 struct StragglerThresholds {
-  double min_excess_ratio = 0.10;  // 10% over the median of the other ranks
-  double min_excess_s = 0.002;     // and 2 ms per step
+  double min_share_of_step = 0.10;  // the job waits 10% of its step time for the rank
+  double min_excess_s = 0.002;      // and 2 ms per step
   int windows = 3;                 // telemetry windows in a row (each >= 1 s by default)
 };
 // DLSCALE_STRAGGLER_THRESHOLD=PERCENT:MILLISECONDS:WINDOWS, else the

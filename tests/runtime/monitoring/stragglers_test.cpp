@@ -1,6 +1,7 @@
 // Straggler detection on made-up windows of per-rank figures: a persistently
 // slow rank is named after the set number of windows and not before, noise
-// (one slow window, spread below the thresholds, equal slowness on every
+// (one slow window, spread below the thresholds, a slower rank whose excess
+// is a small part of a communication-bound step, equal slowness on every
 // rank) names nobody, a node whose ranks are all slow is named as a node, a
 // recovered rank is said so and kept in the report with the figures of the
 // windows it straggled in, and the thresholds come from the environment.
@@ -14,14 +15,16 @@
 namespace dlscale::testing {
 namespace {
 
-// Four ranks, two per host; compute times in ms, step time: the slowest compute.
-std::vector<RankWindow> window(std::vector<double> compute_ms, std::vector<std::string> hosts = {"n1", "n1", "n2",
-                                                                                                  "n2"}) {
+// Four ranks, two per host; compute times in ms, step time: the slowest
+// compute and 1 ms of all-reduce, unless given.
+std::vector<RankWindow> window(std::vector<double> compute_ms,
+                               std::vector<std::string> hosts = {"n1", "n1", "n2", "n2"}, double step_ms = 0) {
   double slowest = 0;
   for (double c : compute_ms) slowest = std::max(slowest, c);
+  if (step_ms == 0) step_ms = slowest + 1;
   std::vector<RankWindow> w;
   for (std::size_t r = 0; r < compute_ms.size(); ++r)
-    w.push_back({static_cast<int>(r), hosts[r], slowest / 1000 + 0.001, compute_ms[r] / 1000});
+    w.push_back({static_cast<int>(r), hosts[r], step_ms / 1000, compute_ms[r] / 1000});
   return w;
 }
 
@@ -59,8 +62,12 @@ TEST(Stragglers, NoiseNamesNobody) {
     if (i % 3 == 0) c[static_cast<std::size_t>(i / 3 % 4)] = 40;
     EXPECT_TRUE(d.observe(window(c), 50, i).empty()) << "window " << i;
   }
-  // 16 ms (8%) longer every window: under the 10% ratio.
+  // 16 ms longer every window, 7% of the 217 ms step: under the 10% share.
   for (int i = 0; i < 6; ++i) EXPECT_TRUE(d.observe(window({200, 216, 208, 200}), 50, 20 + i).empty());
+  // 30% (3 ms) longer than the others, but the steps are mostly all-reduce:
+  // the job waits 2% of its 150 ms step for that rank.
+  for (int i = 0; i < 6; ++i)
+    EXPECT_TRUE(d.observe(window({10, 10, 13, 10}, {"n1", "n1", "n2", "n2"}, 150), 50, 30 + i).empty());
   // 50% slower, but only 1 ms per step: under the 2 ms floor.
   for (int i = 0; i < 6; ++i) EXPECT_TRUE(d.observe(window({2, 2, 3, 2}), 50, 30 + i).empty());
   // Every rank equally slow: nobody waits for anybody.
@@ -126,12 +133,12 @@ TEST(Stragglers, ARecoveredRankIsSaidAndReported) {
 TEST(Stragglers, ThresholdsFromTheEnvironment) {
   unsetenv("DLSCALE_STRAGGLER_THRESHOLD");
   StragglerThresholds t = straggler_thresholds_from_environment();
-  EXPECT_DOUBLE_EQ(t.min_excess_ratio, 0.10);
+  EXPECT_DOUBLE_EQ(t.min_share_of_step, 0.10);
   EXPECT_DOUBLE_EQ(t.min_excess_s, 0.002);
   EXPECT_EQ(t.windows, 3);
   setenv("DLSCALE_STRAGGLER_THRESHOLD", "25:20:2", 1);
   t = straggler_thresholds_from_environment();
-  EXPECT_DOUBLE_EQ(t.min_excess_ratio, 0.25);
+  EXPECT_DOUBLE_EQ(t.min_share_of_step, 0.25);
   EXPECT_DOUBLE_EQ(t.min_excess_s, 0.020);
   EXPECT_EQ(t.windows, 2);
   StragglerDetector d(t);
