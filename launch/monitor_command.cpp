@@ -4,6 +4,7 @@
 // login node while a Slurm job writes its job folder.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -94,16 +95,40 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
+// One line per straggling rank, or per node whose ranks all straggle.
+std::string straggler_lines(const std::vector<Straggler>& stragglers) {
+  std::string text;
+  std::vector<std::string> nodes_said;
+  for (const auto& s : stragglers) {
+    if (!s.whole_node) {
+      text += straggler_message({s}) + "\n";
+    } else if (std::find(nodes_said.begin(), nodes_said.end(), s.host) == nodes_said.end()) {
+      std::vector<Straggler> node;
+      for (const auto& t : stragglers)
+        if (t.host == s.host) node.push_back(t);
+      text += straggler_message(node) + "\n";
+      nodes_said.push_back(s.host);
+    }
+  }
+  return text;
+}
+
 std::string table(const fs::path& run, const TelemetryRecord& r, double age) {
   std::vector<std::vector<std::string>> rows = {
-      {"RANK", "HOST", "DEVICE", "UTIL(%)", "MEMORY(MiB)", "DEVICE-MEMORY(MiB)", "STEP(ms)", "SAMPLES/S", "AGE(s)"}};
+      {"RANK", "HOST", "DEVICE", "UTIL(%)", "MEMORY(MiB)", "DEVICE-MEMORY(MiB)", "STEP(ms)", "COMPUTE(ms)",
+       "SAMPLES/S", "STRAGGLER", "AGE(s)"}};
+  auto straggling = [&](int rank) {
+    return std::any_of(r.stragglers.begin(), r.stragglers.end(), [&](const auto& s) { return s.rank == rank; });
+  };
   for (const auto& s : r.ranks)
     rows.push_back({std::to_string(s.rank), s.host.empty() ? "-" : s.host, s.device.empty() ? "-" : s.device,
                     fixed(s.utilization_pct, 1), fixed(s.memory_mib, 1),
                     s.device_memory_mib ? fixed(*s.device_memory_mib, 1) : "-", fixed(s.step_time_s * 1000, 3),
-                    fixed(s.samples_per_second, 1), fixed(age, 1)});
+                    fixed(s.compute_time_s * 1000, 3), fixed(s.samples_per_second, 1),
+                    straggling(s.rank) ? "yes" : "-", fixed(age, 1)});
   return run.string() + ": iteration " + std::to_string(r.iteration) + ", " + fixed(r.time_s, 1) +
-         " s into the run, " + std::to_string(r.ranks.size()) + " rank(s)\n" + align_columns(rows);
+         " s into the run, " + std::to_string(r.ranks.size()) + " rank(s)\n" + align_columns(rows) +
+         straggler_lines(r.stragglers);
 }
 
 std::string finished_note(const fs::path& run) {

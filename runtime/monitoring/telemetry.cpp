@@ -107,12 +107,24 @@ std::string telemetry_line(const TelemetryRecord& r) {
                      {"host", s.host},
                      {"device", s.device},
                      {"step_time_s", rounded(s.step_time_s, 6)},
+                     {"compute_time_s", rounded(s.compute_time_s, 6)},
                      {"samples_per_second", rounded(s.samples_per_second, 1)},
                      {"utilization_pct", rounded(s.utilization_pct, 1)},
                      {"memory_mib", rounded(s.memory_mib, 1)},
                      {"device_memory_mib",
                       s.device_memory_mib ? Json(rounded(*s.device_memory_mib, 1)) : Json()}});
-  Json line = {{"time_s", rounded(r.time_s, 2)}, {"iteration", r.iteration}, {"ranks", ranks}};
+  Json stragglers = Json::array();
+  for (const auto& s : r.stragglers)
+    stragglers.push_back({{"rank", s.rank},
+                          {"host", s.host},
+                          {"whole_node", s.whole_node},
+                          {"excess_s", rounded(s.excess_s, 6)},
+                          {"excess_pct", rounded(s.excess_ratio * 100, 1)},
+                          {"step_time_s", rounded(s.step_s, 6)}});
+  Json line = {{"time_s", rounded(r.time_s, 2)},
+               {"iteration", r.iteration},
+               {"ranks", ranks},
+               {"stragglers", stragglers}};
   return line.dump();
 }
 
@@ -128,6 +140,8 @@ TelemetryRecord parse_telemetry_line(const std::string& text) {
       k.host = s.at("host").get<std::string>();
       k.device = s.at("device").get<std::string>();
       k.step_time_s = s.at("step_time_s").get<double>();
+      // Lines written before compute time was measured: no wait known.
+      k.compute_time_s = s.contains("compute_time_s") ? s["compute_time_s"].get<double>() : k.step_time_s;
       k.samples_per_second = s.at("samples_per_second").get<double>();
       k.utilization_pct = s.at("utilization_pct").get<double>();
       k.memory_mib = s.at("memory_mib").get<double>();
@@ -135,6 +149,17 @@ TelemetryRecord parse_telemetry_line(const std::string& text) {
         k.device_memory_mib = s["device_memory_mib"].get<double>();
       r.ranks.push_back(std::move(k));
     }
+    if (j.contains("stragglers"))
+      for (const auto& s : j["stragglers"]) {
+        Straggler k;
+        k.rank = s.at("rank").get<int>();
+        k.host = s.at("host").get<std::string>();
+        k.whole_node = s.at("whole_node").get<bool>();
+        k.excess_s = s.at("excess_s").get<double>();
+        k.excess_ratio = s.at("excess_pct").get<double>() / 100;
+        k.step_s = s.at("step_time_s").get<double>();
+        r.stragglers.push_back(std::move(k));
+      }
     return r;
   } catch (const nlohmann::json::exception& e) {
     fail("not a telemetry record (" + std::string(e.what()) + "): " + text.substr(0, 200));
@@ -167,8 +192,9 @@ Telemetry::Telemetry(Communicator& comm, const JobSetup& job, const std::string&
   if (!out_) fail("cannot write " + file);
 }
 
-void Telemetry::step_done(std::int64_t local_samples) {
+void Telemetry::step_done(std::int64_t local_samples, double wait_s) {
   step_seconds_ += seconds(last_step_end_);
+  wait_seconds_ += wait_s;
   ++steps_;
   samples_ += local_samples;
 }
@@ -180,7 +206,9 @@ Telemetry::Figures Telemetry::figures() const {
                wall > 0 ? cpu / wall / threads_ * 100 : 0,
                resident_memory_mib(),
                std::numeric_limits<double>::quiet_NaN(),
-               wall};
+               wall,
+               steps_ > 0 ? std::max(step_seconds_ - wait_seconds_, 0.0) / static_cast<double>(steps_) : 0,
+               static_cast<double>(steps_)};
   if (gpu_)
     if (auto d = nvml_device_figures(*gpu_)) f[2] = d->utilization_pct, f[4] = d->memory_used_mib;
   return f;
@@ -199,9 +227,11 @@ void Telemetry::publish() {
   const std::vector<double> all = comm_.gather(pending_->data(), static_cast<int>(pending_->size()), 0);
   pending_.reset();
   window_start_ = Clock::now(), cpu_at_window_start_ = process_cpu_seconds();
-  step_seconds_ = 0, steps_ = 0, samples_ = 0;
+  step_seconds_ = 0, wait_seconds_ = 0, steps_ = 0, samples_ = 0;
   if (!out_.is_open()) return;
-  TelemetryRecord record{pending_time_s_, pending_iteration_, {}};
+  TelemetryRecord record{pending_time_s_, pending_iteration_, {}, {}};
+  std::vector<RankWindow> windows;
+  std::int64_t steps = 0;  // the same on every rank: steps are synchronous
   for (int r = 0; r < comm_.size(); ++r) {
     const double* v = all.data() + std::tuple_size_v<Figures> * static_cast<std::size_t>(r);
     const int job_rank = world_ranks_.empty() ? r : world_ranks_[r];
@@ -211,8 +241,14 @@ void Telemetry::publish() {
     if (job_rank < static_cast<int>(job_.plan.ranks.size())) s.device = job_.plan.ranks[job_rank].device;
     s.step_time_s = v[0], s.samples_per_second = v[1], s.utilization_pct = v[2], s.memory_mib = v[3];
     if (!std::isnan(v[4])) s.device_memory_mib = v[4];
+    s.compute_time_s = v[6];
+    windows.push_back({s.rank, s.host, s.step_time_s, s.compute_time_s});
+    steps = std::max(steps, static_cast<std::int64_t>(v[7]));
     record.ranks.push_back(std::move(s));
   }
+  for (const auto& line : detector_.observe(windows, steps, pending_time_s_))
+    if (say_) say_(line);
+  record.stragglers = detector_.current();
   out_ << telemetry_line(record) << "\n";
   out_.flush();  // dlscale monitor reads it while the run goes on
 }

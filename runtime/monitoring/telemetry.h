@@ -3,8 +3,10 @@
 // them and appends one line per sample to RUN/telemetry.jsonl, which
 // `dlscale monitor` (and report generators) read while the job runs:
 //   {"time_s": 12.3, "iteration": 50, "ranks": [{"rank": 0, "host": "n1", "device": "cpu",
-//    "step_time_s": 0.021, "samples_per_second": 6100.0, "utilization_pct": 97.0,
-//    "memory_mib": 310.5, "device_memory_mib": null}, ...]}
+//    "step_time_s": 0.021, "compute_time_s": 0.018, "samples_per_second": 6100.0,
+//    "utilization_pct": 97.0, "memory_mib": 310.5, "device_memory_mib": null}, ...],
+//    "stragglers": []}
+// Rank 0 also looks for stragglers in each line's figures (stragglers.h).
 #pragma once
 
 #include <algorithm>
@@ -12,11 +14,13 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/parallel/communicator.h"
+#include "runtime/monitoring/stragglers.h"
 #include "runtime/parallel/job_setup.h"
 
 namespace dlscale {
@@ -41,6 +45,7 @@ struct RankSample {
   std::string host, device;
   // Over the sample's window (Telemetry): the time since the previous line.
   double step_time_s = 0;         // mean over the window's steps
+  double compute_time_s = 0;      // step time less the time blocked waiting for other ranks, mean per step
   double samples_per_second = 0;  // this rank's samples over those steps' time
   double utilization_pct = 0;     // CPU: process CPU time / wall time / threads; GPU: NVML (its own period)
   double memory_mib = 0;          // VmRSS
@@ -51,6 +56,7 @@ struct TelemetryRecord {
   double time_s = 0;  // since the start of the job
   std::int64_t iteration = 0;
   std::vector<RankSample> ranks;
+  std::vector<Straggler> stragglers;  // named as of this line (Straggler::step_s: the job's step time)
 };
 
 std::string telemetry_line(const TelemetryRecord& record);  // one JSON object, no newline
@@ -89,7 +95,13 @@ class Telemetry {
   // A step lasts from the end of the previous one (so waiting for data
   // counts) to the end of its update: logging, validation and checkpoints
   // in between are not step time.
-  void step_done(std::int64_t local_samples);
+  // wait_s: the part of the step blocked waiting for the other ranks
+  // (the gradient all-reduce's exposed wait), left out of compute time.
+  void step_done(std::int64_t local_samples, double wait_s = 0);
+  // Rank 0: where the straggler lines go (the run's log); the stragglers
+  // named during the run so far.
+  void on_notice(std::function<void(const std::string&)> say) { say_ = std::move(say); }
+  std::vector<StragglerReport> stragglers() const { return detector_.reports(); }
   void step_over() { last_step_end_ = Clock::now(); }
   bool timer_due() const { return seconds(window_start_) >= std::max(interval_s_, min_window_s_); }
   // Collective over the computing ranks; once per iteration at most. Writes
@@ -104,8 +116,9 @@ class Telemetry {
   using Clock = std::chrono::steady_clock;
   static double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
   // This rank's figures over the open window: step time, samples/s,
-  // utilization, memory, device memory (NaN: none), window length.
-  using Figures = std::array<double, 6>;
+  // utilization, memory, device memory (NaN: none), window length, compute
+  // time per step, steps.
+  using Figures = std::array<double, 8>;
   Figures figures() const;
   // Gathers the pending figures, rank 0 writes the line; a new window opens.
   void publish();
@@ -119,12 +132,14 @@ class Telemetry {
   std::ofstream out_;
   Clock::time_point window_start_ = Clock::now(), last_step_end_ = Clock::now();
   double cpu_at_window_start_ = process_cpu_seconds();
-  double step_seconds_ = 0;
+  double step_seconds_ = 0, wait_seconds_ = 0;
   std::int64_t steps_ = 0, samples_ = 0, last_iteration_ = -1;
   // The last sample asked for, while it wrote no line.
   std::optional<Figures> pending_;
   double pending_time_s_ = 0;
   std::int64_t pending_iteration_ = 0;
+  StragglerDetector detector_{straggler_thresholds_from_environment()};
+  std::function<void(const std::string&)> say_;
 };
 
 // Marks the end of a step however the step's function returns.

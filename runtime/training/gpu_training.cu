@@ -3,6 +3,7 @@
 // the loss-scale check and the device solver.
 #include <array>
 #include <cmath>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -148,7 +149,16 @@ class DeviceBuckets final : public BucketReducer {
   void start(const BucketRange& r) override {
     nccl_.start(block_ + r.offset, r.count, DType::f32, gpu::stream(ctx_));
   }
-  void wait() override { nccl_.wait(); }
+  // This rank's own backward first (compute time; it cannot wait on other
+  // ranks), then the sums: what is left is the wait for the others. The
+  // last bucket's sum waits for the same backward, so the step ends no later.
+  void wait() override {
+    ctx_.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    nccl_.wait();
+    wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  double wait_seconds() const { return wait_s_; }
 
  private:
   static std::vector<std::vector<Param*>> plan_of(const GradientBuckets& plan) {
@@ -169,6 +179,7 @@ class DeviceBuckets final : public BucketReducer {
   GpuContext& ctx_;
   float* block_;
   BucketSchedule schedule_;
+  double wait_s_ = 0;
 };
 
 class CudaTraining final : public GpuTraining {
@@ -219,6 +230,7 @@ class CudaTraining final : public GpuTraining {
   }
 
   void clear_staged() override { stager_.clear(); }
+  double peer_wait_seconds() const override { return buckets_ ? buckets_->wait_seconds() : 0; }
 
   LossResult evaluate(const Batch& batch) override {
     DeviceBuffer x = to_device(ctx_, batch.x);

@@ -60,6 +60,12 @@ class GpuTraining {
   // Device → host Network and Optimizer (waits), and back.
   virtual void to_host() = 0;
   virtual void from_host() = 0;
+  // Seconds, over all steps, this rank's host waited for the NCCL gradient
+  // sums after its own backward had finished: the time other ranks kept it
+  // waiting (and the last bucket's transfer), which telemetry leaves out of
+  // compute time (stragglers.h). 0 where the host buckets reduce (their
+  // GradientBuckets::exposed_wait_seconds counts it).
+  virtual double peer_wait_seconds() const { return 0; }
 };
 
 // net holds the parameters every rank starts from (broadcast, maybe

@@ -40,6 +40,21 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 std::string hash_text(const std::string& text) { return std::to_string(std::hash<std::string>{}(text)); }
 
+// summary.json's "stragglers": every rank named during the run (rank 0's telemetry).
+nlohmann::json stragglers_json(const std::vector<StragglerReport>& reports) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& r : reports)
+    all.push_back({{"rank", r.rank},
+                   {"host", r.host},
+                   {"whole_node", r.whole_node},
+                   {"first_time_s", r.first_time_s},
+                   {"steps", r.steps},
+                   {"mean_excess_s", r.mean_excess_s},
+                   {"share_of_step", r.share_of_step},
+                   {"recovered", r.recovered}});
+  return all;
+}
+
 DType precision_dtype(const std::string& precision, const ExecutionPlan& plan) {
   if (precision == "single") return DType::f32;
   if (precision == "double") return DType::f64;
@@ -67,13 +82,23 @@ void check_ranks_agree(const std::string& config, Communicator& comm) {
 // DLSCALE_HANG_AT=RANK:ITERATION makes that rank stop answering,
 // DLSCALE_SIGNAL_AT=RANK:ITERATION:SIGNAL makes it send itself that signal
 // (SIGKILL: a killed rank; SIGTERM: a preemption reaching one rank first), and
-// DLSCALE_CHECKPOINT_DELAY=SECONDS makes rank 0's checkpoint writes that slow.
+// DLSCALE_CHECKPOINT_DELAY=SECONDS makes rank 0's checkpoint writes that slow,
+// and DLSCALE_SLOW_RANK=RANK:MILLISECONDS makes that rank (every rank for
+// RANK *) sleep that long in each step's compute: a straggler.
 struct TestHooks {
-  int fail_rank = -1, hang_rank = -1, signal_rank = -1, signal = 0;
+  int fail_rank = -1, hang_rank = -1, signal_rank = -1, signal = 0, slow_rank = -1;
   std::int64_t fail_iteration = -1, stop_iteration = -1, hang_iteration = -1, signal_iteration = -1;
-  double checkpoint_delay_s = 0;
+  double checkpoint_delay_s = 0, slow_s = 0;
+  bool slow_every_rank = false;
+  bool slow(int rank) const { return slow_s > 0 && (slow_every_rank || rank == slow_rank); }
   static TestHooks from_environment() {
     TestHooks h;
+    if (const char* v = std::getenv("DLSCALE_SLOW_RANK")) {
+      double ms = 0;
+      h.slow_every_rank = v[0] == '*';
+      if (h.slow_every_rank ? std::sscanf(v, "*:%lf", &ms) == 1 : std::sscanf(v, "%d:%lf", &h.slow_rank, &ms) == 2)
+        h.slow_s = ms / 1000;
+    }
     if (const char* v = std::getenv("DLSCALE_SIGNAL_AT"))
       std::sscanf(v, "%d:%ld:%d", &h.signal_rank, &h.signal_iteration, &h.signal);
     if (const char* v = std::getenv("DLSCALE_CHECKPOINT_DELAY")) h.checkpoint_delay_s = std::atof(v);
@@ -107,6 +132,11 @@ class TrainingRun {
   EvalResult evaluate_on(const DatasetInfo& data);  // on the GPU for a GPU rank
   void checkpoint();
   bool stop_requested(double local_loss);
+  // Seconds this rank has waited for the others in gradient all-reduces, over
+  // all steps: left out of the compute time telemetry compares (stragglers.h).
+  double peer_wait_seconds() const {
+    return buckets_->exposed_wait_seconds() + (gpu_ ? gpu_->peer_wait_seconds() : 0);
+  }
   [[noreturn]] void fail_out_of_memory();
   TrainingResult finish();
 
@@ -188,6 +218,7 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
   dir_.emplace(o.output, comm.rank() == 0, o.verbose, !o.resume.empty());
   for (const auto& n : claim_notes) dir_->say("note: " + n);
   telemetry_.emplace(comm, job, dir_->file("telemetry.jsonl"), dir_->writer(), !o.resume.empty());
+  telemetry_->on_notice([this](const std::string& line) { dir_->say(line); });
   if (dir_->live()) bar_.emplace(o.max_epochs, sampler_->batches_per_epoch(), o.mini_batch_size);
   if (loss_scaling_enabled(o.loss_scale, o.half_type())) {
     state_.loss_scale.scale = o.loss_scale.initial_scale;  // a resumed run takes the checkpoint's
@@ -264,6 +295,8 @@ bool TrainingRun::train_one_batch(const Batch& batch, const Batch* next) {
   if (comm_.rank() == hooks_.signal_rank && state_.iteration + 1 == hooks_.signal_iteration) kill(getpid(), hooks_.signal);
   watchdog_.set_context("iteration " + std::to_string(state_.iteration + 1));
   StepScope step_scope(*telemetry_);
+  const double wait_before = peer_wait_seconds();
+  if (hooks_.slow(comm_.rank())) std::this_thread::sleep_for(std::chrono::duration<double>(hooks_.slow_s));
   const double lr = schedule_->rate(state_.iteration);
   // A scaled loss gradient: dividing the normalizer by the scale multiplies it.
   const double normalizer = static_cast<double>(o_.mini_batch_size) / (loss_scaler_ ? loss_scaler_->scale() : 1.0);
@@ -278,7 +311,8 @@ bool TrainingRun::train_one_batch(const Batch& batch, const Batch* next) {
   if (!take_step)
     dir_->log("iteration " + std::to_string(state_.iteration + 1) +
               ": gradients overflowed, step skipped, loss scale lowered to " + std::to_string(loss_scaler_->scale()));
-  telemetry_->step_done(static_cast<std::int64_t>(batch.labels.size()));
+  telemetry_->step_done(static_cast<std::int64_t>(batch.labels.size()),
+                        peer_wait_seconds() - wait_before);
   ++state_.iteration, ++state_.batch_in_epoch;
   state_.samples_seen += o_.mini_batch_size;
   const bool epoch_end = state_.batch_in_epoch == sampler_->batches_per_epoch();
@@ -490,6 +524,7 @@ TrainingResult TrainingRun::finish() {
     summary["peak_rss_mib"] = *std::max_element(peak_rss.begin(), peak_rss.end());
     summary["peak_rss_mib_per_rank"] = peak_rss;
   }
+  summary["stragglers"] = stragglers_json(telemetry_->stragglers());
   dir_->write_text("summary.json", summary.dump(2) + "\n");
   dir_->say("run directory: " + dir_->path());
   result_.network = std::move(net_);

@@ -1,7 +1,8 @@
 // dlscale monitor end to end: a real 2-rank mpirun training in the
 // background shows both ranks with plausible figures; a monitor started
 // beside a run exits by itself when the run finishes; a hand-built Slurm job
-// folder and sweep trial folder are found; and what is not a run says so.
+// folder and sweep trial folder are found, with each rank's compute time and
+// the straggler the newest line names; and what is not a run says so.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,8 +23,8 @@ using Clock = std::chrono::steady_clock;
 // One table row of `dlscale monitor`, split at white space.
 struct Row {
   int rank = -1;
-  std::string host, device, device_memory;
-  double util = 0, memory = 0, step_ms = 0, samples_per_second = 0, age = 0;
+  std::string host, device, device_memory, straggler;
+  double util = 0, memory = 0, step_ms = 0, compute_ms = 0, samples_per_second = 0, age = 0;
 };
 
 // The rows of the last table in the output (lines after the last RANK header).
@@ -37,8 +38,8 @@ std::vector<Row> last_table(const std::string& out) {
     }
     std::istringstream f(line);
     Row r;
-    if (f >> r.rank >> r.host >> r.device >> r.util >> r.memory >> r.device_memory >> r.step_ms >>
-        r.samples_per_second >> r.age)
+    if (f >> r.rank >> r.host >> r.device >> r.util >> r.memory >> r.device_memory >> r.step_ms >> r.compute_ms >>
+        r.samples_per_second >> r.straggler >> r.age)
       rows.push_back(r);
   }
   return rows;
@@ -197,6 +198,8 @@ void write_telemetry(const fs::path& run) {
   std::ofstream out(run / "telemetry.jsonl");
   out << telemetry_line(r) << "\n";
   r.iteration = 20, r.time_s = 6.5, r.ranks[0].step_time_s = 0.0125, r.ranks[1].memory_mib = 812.25;
+  r.ranks[0].compute_time_s = 0.004, r.ranks[1].compute_time_s = 0.012;
+  r.stragglers = {{1, "n2", 0.008, 2.0, 0.0125, true}};  // rank 1 computes 12 ms, rank 0 4 ms
   out << telemetry_line(r) << "\n";
   out << "{\"time_s\": 7.0, \"iter";  // a line being written: not read
 }
@@ -224,6 +227,14 @@ TEST_F(Monitor, ReadsASlurmJobFolder) {
   EXPECT_DOUBLE_EQ(rows[1].util, 55);
   EXPECT_DOUBLE_EQ(rows[1].memory, 812.3);  // one decimal
   EXPECT_EQ(rows[1].device_memory, "2048.5");
+  EXPECT_DOUBLE_EQ(rows[0].compute_ms, 4);
+  EXPECT_DOUBLE_EQ(rows[1].compute_ms, 12);
+  EXPECT_EQ(rows[0].straggler, "-");
+  EXPECT_EQ(rows[1].straggler, "yes");
+  EXPECT_NE(r.out.find("\nstraggler: node n2 (rank 1) computes 200% longer than the median rank; the job waits "
+                       "8.0 ms of each 12.5 ms step for it\n"),
+            std::string::npos)
+      << r.out;
 
   // The job ended without a summary: the monitor says so instead of waiting.
   write_record(job.dir, "exit-status", "1");

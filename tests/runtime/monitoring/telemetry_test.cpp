@@ -59,15 +59,17 @@ TEST(TelemetryLine, RoundTripsWithNullDeviceMemory) {
   TelemetryRecord r{12.3, 50, {}};
   RankSample cpu;
   cpu.rank = 0, cpu.host = "n1", cpu.device = "cpu", cpu.step_time_s = 0.021, cpu.samples_per_second = 6100,
-  cpu.utilization_pct = 97, cpu.memory_mib = 310.5;
+  cpu.utilization_pct = 97, cpu.memory_mib = 310.5, cpu.compute_time_s = 0.018;
   RankSample gpu = cpu;
   gpu.rank = 1, gpu.host = "n2", gpu.device = "gpu:0", gpu.device_memory_mib = 2048.5;
   r.ranks = {cpu, gpu};
+  r.stragglers = {{1, "n2", 0.0042, 0.25, 0.021, true}};
   const std::string line = telemetry_line(r);
   EXPECT_EQ(line.find('\n'), std::string::npos);
   // The documented layout: report generators read these keys.
   EXPECT_EQ(line.rfind("{\"time_s\":12.3,\"iteration\":50,\"ranks\":[{\"rank\":0,\"host\":\"n1\",\"device\":\"cpu\","
-                       "\"step_time_s\":0.021,\"samples_per_second\":6100.0,\"utilization_pct\":97.0,"
+                       "\"step_time_s\":0.021,\"compute_time_s\":0.018,\"samples_per_second\":6100.0,"
+                       "\"utilization_pct\":97.0,"
                        "\"memory_mib\":310.5,\"device_memory_mib\":null}",
                        0),
             0u)
@@ -82,6 +84,29 @@ TEST(TelemetryLine, RoundTripsWithNullDeviceMemory) {
   ASSERT_TRUE(back.ranks[1].device_memory_mib.has_value());
   EXPECT_DOUBLE_EQ(*back.ranks[1].device_memory_mib, 2048.5);
   EXPECT_DOUBLE_EQ(back.ranks[0].step_time_s, 0.021);
+  EXPECT_DOUBLE_EQ(back.ranks[0].compute_time_s, 0.018);
+  EXPECT_NE(line.find(",\"stragglers\":[{\"rank\":1,\"host\":\"n2\",\"whole_node\":true,\"excess_s\":0.0042,"
+                      "\"excess_pct\":25.0,\"step_time_s\":0.021}]}"),
+            std::string::npos)
+      << line;
+  ASSERT_EQ(back.stragglers.size(), 1u);
+  EXPECT_EQ(back.stragglers[0].rank, 1);
+  EXPECT_EQ(back.stragglers[0].host, "n2");
+  EXPECT_TRUE(back.stragglers[0].whole_node);
+  EXPECT_DOUBLE_EQ(back.stragglers[0].excess_s, 0.0042);
+  EXPECT_DOUBLE_EQ(back.stragglers[0].excess_ratio, 0.25);
+  EXPECT_DOUBLE_EQ(back.stragglers[0].step_s, 0.021);
+}
+
+// A line written before compute time and stragglers were recorded still reads.
+TEST(TelemetryLine, OlderLinesWithoutComputeTimeRead) {
+  const TelemetryRecord r = parse_telemetry_line(
+      "{\"time_s\":1.0,\"iteration\":5,\"ranks\":[{\"rank\":0,\"host\":\"n1\",\"device\":\"cpu\","
+      "\"step_time_s\":0.03,\"samples_per_second\":100.0,\"utilization_pct\":50.0,\"memory_mib\":10.0,"
+      "\"device_memory_mib\":null}]}");
+  ASSERT_EQ(r.ranks.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.ranks[0].compute_time_s, 0.03);
+  EXPECT_TRUE(r.stragglers.empty());
 }
 
 TEST(TelemetryLine, MalformedLineIsAnError) {
