@@ -17,6 +17,9 @@ namespace dlscale {
 struct TrainingOptions {
   // Data (dataset folders written by `dlscale shard`).
   std::string train_data, validation_data, test_data;
+  // The data folders are node-local copies made by `dlscale stage`: each rank
+  // refuses one that does not carry the stage's verification (io/staging.h).
+  bool staged_data = false;
   NetworkSpec network;
 
   SolverOptions solver;
