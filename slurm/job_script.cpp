@@ -91,15 +91,17 @@ void checkpoint_folder(std::ostream& out, const ScriptSpec& s) {
 }
 
 // The end of data staging, run by the EXIT trap (defined before the trap, so
-// that an early exit finds it): TERM to the keepers' step (see staging()) so
+// that an early exit finds it): HUP to the keepers' step (see staging()) so
 // that each removes its node's copy now, and their last lines in the log.
+// Not TERM: Slurm reports a step sent TERM as cancelled, in the log of a job
+// that went well.
 void stage_keeper_stop(std::ostream& out) {
   out << "# Data staging (below) starts a keeper on each node, which removes that node's copy when\n"
          "# the job ends; when this script ends, however it ends, the keepers are told at once.\n"
          "keeper_step=\n"
          "stop_stage_keepers() {\n"
          "  [ -n \"$keeper_step\" ] || return 0\n"
-         "  scancel --signal=TERM \"$keeper_step\" 2>/dev/null || return 0\n"
+         "  scancel --signal=HUP \"$keeper_step\" 2>/dev/null || return 0\n"
          "  while read -r -t 60 -u \"$keepers\" line; do echo \"$line\"; done\n"
          "}\n";
 }
@@ -162,8 +164,8 @@ std::vector<std::string> staging(std::ostream& out, const ScriptSpec& s) {
       << "stage=" << root << "/dlscale-$SLURM_JOB_ID\n"
       << "per_node=(srun --nodes=\"$SLURM_JOB_NUM_NODES\" --ntasks=\"$SLURM_JOB_NUM_NODES\" --ntasks-per-node=1)\n"
       << "# The keepers, in place on every node before anything is copied, run beside the other steps\n"
-         "# (--overlap) until TERM: from stop_stage_keepers, or from Slurm at scancel, the time limit\n"
-         "# or a requeue, when no new srun could remove anything. Each says \"STEP message\" when ready.\n"
+         "# (--overlap) until HUP from stop_stage_keepers, or TERM from Slurm at scancel, the time\n"
+         "# limit or a requeue, when no new srun could remove anything. Each says \"STEP message\" when ready.\n"
       << "exec {keepers}< <(exec \"${per_node[@]}\" --overlap " << dlscale << " stage --keep \"$stage\")\n"
       << "for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do\n"
          "  read -r -t 300 -u \"$keepers\" step line ||\n"

@@ -19,7 +19,7 @@ checkpoints=$task_dir/run/checkpoints
 keeper_step=
 stop_stage_keepers() {
   [ -n "$keeper_step" ] || return 0
-  scancel --signal=TERM "$keeper_step" 2>/dev/null || return 0
+  scancel --signal=HUP "$keeper_step" 2>/dev/null || return 0
   while read -r -t 60 -u "$keepers" line; do echo "$line"; done
 }
 # dlscale jobs reads how the job ended from exit-status (sacct needs accounting storage).
@@ -45,8 +45,8 @@ fi
 stage="${LOCAL_SCRATCH}"'/dl data'/dlscale-$SLURM_JOB_ID
 per_node=(srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1)
 # The keepers, in place on every node before anything is copied, run beside the other steps
-# (--overlap) until TERM: from stop_stage_keepers, or from Slurm at scancel, the time limit
-# or a requeue, when no new srun could remove anything. Each says "STEP message" when ready.
+# (--overlap) until HUP from stop_stage_keepers, or TERM from Slurm at scancel, the time
+# limit or a requeue, when no new srun could remove anything. Each says "STEP message" when ready.
 exec {keepers}< <(exec "${per_node[@]}" --overlap '/opt/dlscale/bin/dlscale' stage --keep "$stage")
 for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do
   read -r -t 300 -u "$keepers" step line ||
