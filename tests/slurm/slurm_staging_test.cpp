@@ -1,7 +1,8 @@
 // Data staging on a real Slurm cluster (slurm/test-cluster.sh): each node of
 // a job holds one verified copy of each dataset while it runs, whatever its
 // ranks per node, and none once the job has ended: normally, with a failed
-// rank, or cancelled (TERM to every step, when no new srun can run).
+// rank, cancelled (TERM to every step, when no new srun can run), or
+// requeued (the next start copies again).
 //
 // The node list comes from Slurm (the job's NodeList) and each node's folder
 // is read on that node through srun, so the test holds on a cluster of many
@@ -153,6 +154,36 @@ TEST_F(SlurmStaging, NoCopyIsLeftAfterARankFails) {
   EXPECT_EQ(j["state"], "failed") << j.dump();
   EXPECT_NE(read_file(dir / "jobs" / folder / "log.txt").find("DLSCALE_FAIL_AT"), std::string::npos);
   EXPECT_EQ(wait_until_ended(id), "FAILED");
+  expect_no_copy_left(id, folder);
+}
+
+// A preempted job requeues itself: Slurm ends the first start's steps (the
+// keepers remove the copies), and the next start stages afresh, never onto
+// what the first left.
+TEST_F(SlurmStaging, RequeuedJobStagesAgainAndLeavesNoCopy) {
+  std::string folder = submit("--name staged-requeue --tasks-per-node 2 -- --max-epochs 100000");
+  const std::string id = record(folder)["slurm_job_id"];
+  const fs::path log_file = dir / "jobs" / folder / "log.txt";
+  wait_for(folder, {"running"});
+  for (int i = 0; i < 240 && !job(folder).contains("progress"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  slurm("scancel --signal=USR1 " + id);  // what --signal=USR1@N sends: the ranks stop at a checkpoint
+  // The second start is training once it has resumed from that checkpoint.
+  for (int i = 0; i < 480 && read_file(log_file).find("resumed from") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  const std::string log = read_file(log_file);
+  ASSERT_NE(log.find("started again after a requeue (restart 1)"), std::string::npos) << log;
+  ASSERT_NE(log.find("resumed from"), std::string::npos) << log;
+  const auto nodes = nodes_of(id);
+  EXPECT_EQ(count(log, "sizes and CRC-32s verified"), 4 * nodes.size()) << "copied once per start:\n" << log;
+  EXPECT_EQ(log.find("was staged already"), std::string::npos) << log;
+  for (const auto& node : nodes) {
+    std::size_t markers = 0;
+    for (const auto& p : stage_on(node, id, true)) markers += p.find(kStagedMarker) != std::string::npos;
+    EXPECT_EQ(markers, 2u) << node;
+  }
+  ASSERT_EQ(dlscale("cancel " + id).exit_code, 0);
+  EXPECT_EQ(wait_until_ended(id), "CANCELLED");
   expect_no_copy_left(id, folder);
 }
 
