@@ -181,7 +181,7 @@ void remove_leftovers(const fs::path& dest, StageResult& r) {
       const std::string prefix = dest.filename().string() + kind + host + "-";
       if (name.rfind(prefix, 0) != 0) continue;
       const std::string pid = name.substr(prefix.size());
-      if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
       if (::kill(std::stoi(pid), 0) == 0 || errno != ESRCH) continue;  // its process still runs
       fs::remove_all(entry.path());
       r.notes.push_back("removed " + entry.path().string() + ", left by an earlier stage that did not finish");

@@ -157,6 +157,28 @@ TEST_F(SlurmStaging, NoCopyIsLeftAfterARankFails) {
   expect_no_copy_left(id, folder);
 }
 
+// A damaged source shard: the stage fails on the node, naming the file, the
+// job fails before any rank starts, and the partial copy goes with the rest.
+TEST_F(SlurmStaging, DamagedSourceShardFailsTheJobAndLeavesNoCopy) {
+  const std::string shard = (dir / "train" / "shard-00001.h5").string();
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(fs::file_size(shard) / 2);
+    char c = 0;
+    f.seekg(middle).get(c);
+    f.seekp(middle).put(static_cast<char>(c ^ 0x5a));
+  }
+  std::string folder = submit("--name staged-damaged --tasks-per-node 2");
+  const std::string id = record(folder)["slurm_job_id"];
+  auto j = wait_for(folder, {"done", "failed", "cancelled"});
+  EXPECT_EQ(j["state"], "failed") << j.dump();
+  const std::string log = read_file(dir / "jobs" / folder / "log.txt");
+  EXPECT_NE(log.find(shard + ": the source file is damaged"), std::string::npos) << log;
+  EXPECT_EQ(log.find("rank(s)"), std::string::npos) << "training started:\n" << log;
+  EXPECT_EQ(wait_until_ended(id), "FAILED");
+  expect_no_copy_left(id, folder);
+}
+
 // A preempted job requeues itself: Slurm ends the first start's steps (the
 // keepers remove the copies), and the next start stages afresh, never onto
 // what the first left.
