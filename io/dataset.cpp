@@ -188,7 +188,7 @@ void check_labels(hid_t file, const ShardInfo& shard) {
 
 }  // namespace
 
-DatasetInfo open_dataset(const std::string& dir_arg, const ShardChecks& checks) {
+DatasetInfo read_dataset_index(const std::string& dir_arg) {
   DatasetInfo info;
   fs::path dir = fs::absolute(dir_arg).lexically_normal();
   if (dir.has_parent_path() && dir.filename().empty()) dir = dir.parent_path();  // drop a trailing '/'
@@ -198,6 +198,11 @@ DatasetInfo open_dataset(const std::string& dir_arg, const ShardChecks& checks) 
   parse_header(index, index_path, info);
   parse_shards(index, index_path, info);
   if (info.num_samples == 0) fail("dataset " + info.dir + " is empty: " + index_path + " lists no samples");
+  return info;
+}
+
+DatasetInfo open_dataset(const std::string& dir_arg, const ShardChecks& checks) {
+  DatasetInfo info = read_dataset_index(dir_arg);
   std::string problem;
   for (std::size_t i = checks.index; i < info.shards.size() && problem.empty(); i += checks.count) {
     try {

@@ -43,6 +43,10 @@ struct ShardChecks {
   std::function<std::string(const std::string&)> agree;
 };
 
+// Reads and validates DIR/index.json alone: the header and the shard list
+// (absolute paths, sample ranges, CRC-32s); no shard file is read.
+DatasetInfo read_dataset_index(const std::string& dir);
+
 // Reads and validates DIR/index.json, then checks every shard: first its
 // CRC-32 against index.json (a damaged or changed file is refused before
 // libhdf5 opens it), then the shape and type of its datasets; every problem

@@ -17,13 +17,17 @@
 
 namespace dlscale {
 
+void Crc32::update(const void* data, std::size_t size) {
+  crc_ = static_cast<std::uint32_t>(crc32_z(crc_, static_cast<const Bytef*>(data), static_cast<z_size_t>(size)));
+}
+
 std::uint32_t file_crc32(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot open " + path + ": " + std::strerror(errno));
   // The file is read once, front to back: tell the kernel so it reads ahead.
   (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   std::vector<unsigned char> block(std::size_t{1} << 20);
-  uLong crc = crc32_z(0L, Z_NULL, 0);
+  Crc32 crc;
   while (true) {
     ssize_t n = ::read(fd, block.data(), block.size());
     if (n < 0 && errno == EINTR) continue;
@@ -33,10 +37,10 @@ std::uint32_t file_crc32(const std::string& path) {
       fail("cannot read " + path + ": " + std::strerror(err));
     }
     if (n == 0) break;
-    crc = crc32_z(crc, block.data(), static_cast<z_size_t>(n));
+    crc.update(block.data(), static_cast<std::size_t>(n));
   }
   ::close(fd);
-  return static_cast<std::uint32_t>(crc);
+  return crc.value();
 }
 
 std::string crc32_text(std::uint32_t crc) {

@@ -4,11 +4,23 @@
 // reaches a libhdf5 bug on damaged input (docs/data-format.md).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace dlscale {
+
+// A running CRC-32 (zlib's) of bytes seen in pieces: a copy computes the
+// source's checksum from the very bytes it writes (io/staging.cpp).
+class Crc32 {
+ public:
+  void update(const void* data, std::size_t size);
+  std::uint32_t value() const { return crc_; }
+
+ private:
+  std::uint32_t crc_ = 0;
+};
 
 // CRC-32 of the file's bytes (zlib's, the same as Python's zlib.crc32),
 // read in 1 MiB blocks; errors name the path.

@@ -27,6 +27,9 @@ int sweep_command(const Args& args, Communicator& comm);
 int report_command(const Args& args, Communicator& comm);
 // Reads a running job's telemetry files only: runs without MPI (a login node, beside the job).
 int monitor_command(const Args& args);
+// Copies a dataset folder to node-local storage, verified; or keeps a job's
+// stage folder until the job ends (io/staging.h). Without MPI, like monitor.
+int stage_command(const Args& args);
 // Runs before MPI is initialized: it becomes mpirun, whose children must not
 // inherit a singleton's MPI state.
 int launch_command(const Args& args);

@@ -36,7 +36,8 @@ const char* kUsage =
     "  cancel JOB                           cancel a queued or running job\n"
     "  sweep SWEEP.ini [--profile P]        one training per trial of a grid/random sweep, ranked\n"
     "  report RUN|SWEEP [--output F]        a self-contained report.html with the run's or sweep's plots\n"
-    "  monitor RUN|JOB_FOLDER [--once]      each rank's device, utilization, memory and step time, live\n";
+    "  monitor RUN|JOB_FOLDER [--once]      each rank's device, utilization, memory and step time, live\n"
+    "  stage SRC DEST                       copy a dataset folder to node-local storage, verified\n";
 
 int world_rank() {
   int rank = 0;
@@ -122,10 +123,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // monitor only reads files: no MPI, so it runs on a login node or beside a job.
-  if (argc > 1 && !std::strcmp(argv[1], "monitor")) {
+  // monitor only reads files: no MPI, so it runs on a login node or beside a job;
+  // stage runs as one task per node beside the training's MPI job.
+  if (argc > 1 && (!std::strcmp(argv[1], "monitor") || !std::strcmp(argv[1], "stage"))) {
+    const dlscale::Args args(argv + 2, argv + argc);
     try {
-      return dlscale::monitor_command(dlscale::Args(argv + 2, argv + argc));
+      return argv[1][0] == 'm' ? dlscale::monitor_command(args) : dlscale::stage_command(args);
     } catch (const dlscale::UsageError& e) {
       std::cerr << "dlscale: error: " << e.what() << std::endl;
       return 2;

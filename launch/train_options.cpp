@@ -29,6 +29,7 @@ const OptionRow kOptions[] = {
     {"train-data", nullptr, "training dataset folder (from dlscale shard)"},
     {"validation-data", nullptr, "validation dataset folder"},
     {"test-data", nullptr, "test dataset folder, evaluated once after training"},
+    {"staged-data", "false", "true: the data folders are node-local copies by `dlscale stage`; refuse unverified ones"},
     {"input", nullptr, "network input shape per sample, e.g. 1x28x28"},
     {"solver", "sgdm", "sgdm | adam | rmsprop"},
     {"max-epochs", "30", "passes over the training data"},
@@ -151,7 +152,7 @@ std::string resolved_config(const po::variables_map& vm, const TrainingOptions& 
     if (name == "test-data") value = o.test_data;
     if (name == "output") value = o.output;
     if (name == "checkpoint-path") value = o.checkpoint_path;
-    if (name == "resume") continue;  // how this run started, not what it trains
+    if (name == "resume" || name == "staged-data") continue;  // how this run started or reads, not what it trains
     if (!value.empty()) out << name << " = " << value << "\n";
   }
   for (const auto& layer : o.network.layer_lines) out << "layer = " << layer << "\n";
@@ -162,6 +163,7 @@ void fill_options(const Reader& r, TrainingOptions& o) {
   o.train_data = r.path("train-data");
   o.validation_data = r.path("validation-data");
   o.test_data = r.path("test-data");
+  o.staged_data = r.flag("staged-data");
   o.solver.solver = r.str("solver");
   o.solver.momentum = r.number("momentum");
   o.solver.gradient_decay = r.number("gradient-decay-factor");

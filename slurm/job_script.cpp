@@ -90,6 +90,22 @@ void checkpoint_folder(std::ostream& out, const ScriptSpec& s) {
   out << "\n";
 }
 
+// The end of data staging, run by the EXIT trap (defined before the trap, so
+// that an early exit finds it): HUP to the keepers' step (see staging()) so
+// that each removes its node's copy now, and their last lines in the log.
+// Not TERM: Slurm reports a step sent TERM as cancelled, in the log of a job
+// that went well.
+void stage_keeper_stop(std::ostream& out) {
+  out << "# Data staging (below) starts a keeper on each node, which removes that node's copy when\n"
+         "# the job ends; when this script ends, however it ends, the keepers are told at once.\n"
+         "keeper_step=\n"
+         "stop_stage_keepers() {\n"
+         "  [ -n \"$keeper_step\" ] || return 0\n"
+         "  scancel --signal=HUP \"$keeper_step\" 2>/dev/null || return 0\n"
+         "  while read -r -t 60 -u \"$keepers\" line; do echo \"$line\"; done\n"
+         "}\n";
+}
+
 // The folder of this task and the records dlscale jobs reads.
 void prologue(std::ostream& out, const ScriptSpec& s) {
   out << "set -euo pipefail\n\n";
@@ -102,8 +118,11 @@ void prologue(std::ostream& out, const ScriptSpec& s) {
     out << "task_dir=$job_dir/trials/${1:?usage: job.sh TASK-INDEX}\n";
   checkpoint_folder(out, s);
   if (!s.profile.is_slurm()) out << "exec >>\"$task_dir/log.txt\" 2>&1\n";
+  if (!s.staged.empty()) stage_keeper_stop(out);
   out << "# dlscale jobs reads how the job ended from exit-status (sacct needs accounting storage).\n"
-         "trap 'status=$?; echo \"$status\" >\"$task_dir/exit-status.tmp\"; "
+         "trap 'status=$?; "
+      << (s.staged.empty() ? "" : "stop_stage_keepers || true; ")
+      << "echo \"$status\" >\"$task_dir/exit-status.tmp\"; "
          "mv -f \"$task_dir/exit-status.tmp\" \"$task_dir/exit-status\"' EXIT\n"
          "# A cancel or the time limit sends TERM: leave through the EXIT trap.\n"
          "trap 'exit 143' TERM\n";
@@ -130,23 +149,40 @@ void prologue(std::ostream& out, const ScriptSpec& s) {
            "fi\n";
 }
 
-// Copies each dataset folder once per node; returns the train options that
-// point at the copies.
+// Copies each dataset folder once per node, verified (`dlscale stage`);
+// returns the train options that point at the copies. The keeper step is
+// what removes them on every node however the job ends: after scancel, the
+// time limit or a requeue no new srun can start, but Slurm sends TERM to
+// every running step first (and KILL only KillWait seconds later).
 std::vector<std::string> staging(std::ostream& out, const ScriptSpec& s) {
   std::vector<std::string> options;
   if (s.staged.empty()) return options;
   const std::string root = s.profile.stage_dir.empty() ? "${SLURM_TMPDIR:-/tmp}"
                                                         : shell_path_expression(s.profile.stage_dir, "stage-dir");
-  out << "\n# Datasets go to node-local storage first, one copy per node, before any rank starts.\n"
+  const std::string dlscale = shell_quote(s.dlscale);
+  out << "\n# Datasets go to node-local storage first, one verified copy per node, before any rank starts.\n"
       << "stage=" << root << "/dlscale-$SLURM_JOB_ID\n"
       << "per_node=(srun --nodes=\"$SLURM_JOB_NUM_NODES\" --ntasks=\"$SLURM_JOB_NUM_NODES\" --ntasks-per-node=1)\n"
-      << "\"${per_node[@]}\" mkdir -p \"$stage\"\n";
+      << "# The keepers, in place on every node before anything is copied, run beside the other steps\n"
+         "# (--overlap) until HUP from stop_stage_keepers, or TERM from Slurm at scancel, the time\n"
+         "# limit or a requeue, when no new srun could remove anything. Each says \"STEP message\" when ready.\n"
+      << "exec {keepers}< <(exec \"${per_node[@]}\" --overlap " << dlscale << " stage --keep \"$stage\")\n"
+      << "for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do\n"
+         "  read -r -t 300 -u \"$keepers\" step line ||\n"
+         "    { echo \"dlscale: a stage keeper did not start on every node (srun --overlap needs Slurm 20.11+)\" >&2; exit 1; }\n"
+         "  keeper_step=$step\n"
+         "  echo \"$line\"\n"
+         "done\n";
   std::map<std::string, std::string> copies;  // source folder -> its copy, so a folder used twice is copied once
   for (const auto& d : s.staged) {
     auto [it, fresh] = copies.emplace(d.source, "\"$stage/" + d.option + "\"");
-    if (fresh) out << "\"${per_node[@]}\" cp -r " << shell_quote(d.source) << " " << it->second << "\n";
+    if (fresh)
+      out << "\"${per_node[@]}\" --kill-on-bad-exit=1 " << dlscale << " stage " << shell_quote(d.source) << " "
+          << it->second << "\n";
     options.push_back("--" + d.option + " " + it->second);
   }
+  // The ranks refuse a folder there that `dlscale stage` did not verify.
+  options.push_back("--staged-data true");
   return options;
 }
 
@@ -211,7 +247,6 @@ std::string job_script(const ScriptSpec& s) {
   auto staged_options = staging(out, s);
   if (s.profile.is_slurm()) out << "status=0\n";
   train_line(out, s, staged_options);
-  if (!staged_options.empty()) out << "\"${per_node[@]}\" rm -rf \"$stage\" || true\n";
   if (s.profile.is_slurm()) requeue_when_preempted(out);
   return out.str();
 }

@@ -18,6 +18,7 @@
 
 #include "io/loader.h"
 #include "io/model_file.h"
+#include "io/staging.h"
 #include "layers/softmax.h"
 #include "runtime/core/blas.h"
 #include "runtime/training/checkpoint.h"
@@ -189,6 +190,9 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
                                        return all.size() > 1 ? "rank " + std::to_string(r) + ": " + all[r] : all[r];
                                    return std::string();
                                  }};
+  if (o.staged_data)
+    for (const std::string* dir : {&o.train_data, &o.validation_data, &o.test_data})
+      if (!dir->empty()) require_staged_copy(*dir);
   train_ = open_dataset(o.train_data, shard_checks);
   if (!o.validation_data.empty()) validation_ = open_dataset(o.validation_data, shard_checks);
   if (!o.test_data.empty()) test_ = open_dataset(o.test_data, shard_checks);

@@ -18,6 +18,9 @@ namespace dlscale {
 struct TrainingOptions {
   // Data (dataset folders written by `dlscale shard`).
   std::string train_data, validation_data, test_data;
+  // The data folders are node-local copies made by `dlscale stage`: each rank
+  // refuses one that does not carry the stage's verification (io/staging.h).
+  bool staged_data = false;
   NetworkSpec network;
   AugmentOptions augment;  // training samples only; the trainer draws with `seed` (augment.seed is ignored)
 

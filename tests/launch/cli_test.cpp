@@ -140,6 +140,20 @@ TEST_F(Cli, InputShapeThatDoesNotMatchTheData) {
 
 TEST_F(Cli, MissingDataFolder) { expect_one_error(train("--train-data " + (dir / "nowhere").string()), "nowhere"); }
 
+// --staged-data (job scripts): the ranks train only on copies `dlscale stage` verified.
+TEST_F(Cli, StagedDataMustBeACopyThatStageVerified) {
+  expect_one_error(train("--staged-data true"), (dir / "train").string() + " is not a verified staged copy");
+  for (const char* set : {"train", "test"}) {
+    RunResult s = run_command(dlscale_binary() + " stage " + (dir / set).string() + " " + (dir / "node" / set).string(), dir);
+    ASSERT_EQ(s.exit_code, 0) << s.out << s.err;
+    EXPECT_NE(s.out.find("sizes and CRC-32s verified"), std::string::npos) << s.out;
+  }
+  const std::string node = (dir / "node").string();
+  RunResult r = train("--staged-data true --train-data " + node + "/train --validation-data " + node +
+                      "/test --test-data " + node + "/test");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 TEST_F(Cli, LabelOutOfRange) {
   RawDataset bad = separable_images(64, 4, 3);
   bad.labels[17] = 9;

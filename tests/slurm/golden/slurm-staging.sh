@@ -14,8 +14,16 @@ job_dir='/jobs/mlp-20260101-120000'
 task_dir=$job_dir
 # This task's own checkpoint folder: no other job or trial writes or resumes from it.
 checkpoints=$task_dir/run/checkpoints
+# Data staging (below) starts a keeper on each node, which removes that node's copy when
+# the job ends; when this script ends, however it ends, the keepers are told at once.
+keeper_step=
+stop_stage_keepers() {
+  [ -n "$keeper_step" ] || return 0
+  scancel --signal=HUP "$keeper_step" 2>/dev/null || return 0
+  while read -r -t 60 -u "$keepers" line; do echo "$line"; done
+}
 # dlscale jobs reads how the job ended from exit-status (sacct needs accounting storage).
-trap 'status=$?; echo "$status" >"$task_dir/exit-status.tmp"; mv -f "$task_dir/exit-status.tmp" "$task_dir/exit-status"' EXIT
+trap 'status=$?; stop_stage_keepers || true; echo "$status" >"$task_dir/exit-status.tmp"; mv -f "$task_dir/exit-status.tmp" "$task_dir/exit-status"' EXIT
 # A cancel or the time limit sends TERM: leave through the EXIT trap.
 trap 'exit 143' TERM
 # USR1 (--signal, scancel --signal=USR1) is for the ranks, which stop at a checkpoint: carry on.
@@ -33,16 +41,24 @@ if [ -e "$task_dir/run/model.h5" ]; then
   exit 0
 fi
 
-# Datasets go to node-local storage first, one copy per node, before any rank starts.
+# Datasets go to node-local storage first, one verified copy per node, before any rank starts.
 stage="${LOCAL_SCRATCH}"'/dl data'/dlscale-$SLURM_JOB_ID
 per_node=(srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1)
-"${per_node[@]}" mkdir -p "$stage"
-"${per_node[@]}" cp -r '/shared/fashion-mnist/train' "$stage/train-data"
-"${per_node[@]}" cp -r '/shared/fashion-mnist/test' "$stage/validation-data"
+# The keepers, in place on every node before anything is copied, run beside the other steps
+# (--overlap) until HUP from stop_stage_keepers, or TERM from Slurm at scancel, the time
+# limit or a requeue, when no new srun could remove anything. Each says "STEP message" when ready.
+exec {keepers}< <(exec "${per_node[@]}" --overlap '/opt/dlscale/bin/dlscale' stage --keep "$stage")
+for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do
+  read -r -t 300 -u "$keepers" step line ||
+    { echo "dlscale: a stage keeper did not start on every node (srun --overlap needs Slurm 20.11+)" >&2; exit 1; }
+  keeper_step=$step
+  echo "$line"
+done
+"${per_node[@]}" --kill-on-bad-exit=1 '/opt/dlscale/bin/dlscale' stage '/shared/fashion-mnist/train' "$stage/train-data"
+"${per_node[@]}" --kill-on-bad-exit=1 '/opt/dlscale/bin/dlscale' stage '/shared/fashion-mnist/test' "$stage/validation-data"
 status=0
 
-srun --mpi='pmix' --kill-on-bad-exit=1 '/opt/dlscale/bin/dlscale' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints" --resume auto --train-data "$stage/train-data" --validation-data "$stage/validation-data" --test-data "$stage/validation-data" '--max-epochs' '1' || status=$?
-"${per_node[@]}" rm -rf "$stage" || true
+srun --mpi='pmix' --kill-on-bad-exit=1 '/opt/dlscale/bin/dlscale' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints" --resume auto --train-data "$stage/train-data" --validation-data "$stage/validation-data" --test-data "$stage/validation-data" --staged-data true '--max-epochs' '1' || status=$?
 # Rank 0 leaves run/preempted once the checkpoint it stopped at is written (USR1 or
 # TERM to the ranks): the job requeues itself and its next start resumes (--resume auto).
 # srun's exit code cannot tell this (the highest task code or 128+signal); without the
