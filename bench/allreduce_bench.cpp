@@ -4,7 +4,7 @@
 //  2. the share of all-reduce hidden behind backward: the gradient bytes
 //     whose all-reduce, started as their bucket filled, had completed by the
 //     time backward ended (GradientBuckets::hidden_share), with MPI_Iallreduce
-//     and with deterministic mode's FixedOrderAllreduce;
+//     and with deterministic mode's FixedOrderAllreduce.
 // Each measurement first checks the sums, then times.
 //   mpirun -n 2 allreduce_bench examples/fashion-mnist/cnn.ini [repetitions] [local batch] [bucket MiB]
 // 3. Deterministic mode's cost: FixedOrderAllreduce against MPI_Allreduce of
