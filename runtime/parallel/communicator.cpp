@@ -4,10 +4,15 @@
 #include <chrono>
 #include <thread>
 
+#include "runtime/parallel/fixed_order_allreduce.h"
+
 namespace dlscale {
 
 namespace {
 MPI_Datatype mpi_type(DType dtype) { return dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT; }
+// The only point-to-point messages on comm_ are those of a blocking
+// fixed-order tensor sum (GradientBuckets uses a communicator of its own).
+constexpr int kTensorSumTag = 1;
 }  // namespace
 
 Communicator::Communicator(MPI_Comm parent) {
@@ -44,12 +49,29 @@ Communicator::~Communicator() {
 void Communicator::allreduce_sum(double* values, int count) {
   if (size_ == 1) return;
   WatchedWait wait(watchdog_, "an all-reduce of metrics");
-  DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm_));
+  if (!fixed_order_sums_) {
+    DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm_));
+    return;
+  }
+  // A handful of values: every rank gathers all of them and adds in rank order.
+  std::vector<double> all(static_cast<std::size_t>(count) * size_);
+  DLSCALE_CHECK_MPI(MPI_Allgather(values, count, MPI_DOUBLE, all.data(), count, MPI_DOUBLE, comm_));
+  for (int k = 0; k < count; ++k) {
+    double sum = all[k];
+    for (int r = 1; r < size_; ++r) sum += all[static_cast<std::size_t>(r) * count + k];
+    values[k] = sum;
+  }
 }
 
 void Communicator::allreduce_sum(Tensor& t) {
   if (size_ == 1) return;
   WatchedWait wait(watchdog_, "a tensor all-reduce");
+  if (fixed_order_sums_) {
+    FixedOrderAllreduce sum(comm_, kTensorSumTag);
+    sum.start(t);
+    sum.wait();
+    return;
+  }
   DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t.raw(), static_cast<int>(t.numel()), mpi_type(t.dtype()), MPI_SUM,
                                   comm_));
 }

@@ -32,6 +32,8 @@ class Communicator {
   int local_size() const { return local_size_; }
   MPI_Comm get() const { return comm_; }
 
+  // Sums over ranks. With fixed_order_sums() each element is the rank-order
+  // sum (((x0 + x1) + x2) + ...), whatever algorithm MPI would pick.
   void allreduce_sum(double* values, int count);
   void allreduce_sum(Tensor& t);  // in place, float32 or float64
   double allreduce_max(double value);
@@ -52,9 +54,15 @@ class Communicator {
   // Every collective below runs under this watchdog's bounded wait (none: unbounded).
   void set_watchdog(CollectiveWatchdog* dog) { watchdog_ = dog; }
   CollectiveWatchdog* watchdog() const { return watchdog_; }
+  // Deterministic mode: every floating-point sum over this communicator
+  // (these sums and GradientBuckets built on it) is fixed-order, so results do
+  // not depend on MPI's choice of algorithm or on how ranks sit on nodes.
+  void set_fixed_order_sums(bool on) { fixed_order_sums_ = on; }
+  bool fixed_order_sums() const { return fixed_order_sums_; }
 
  private:
   CollectiveWatchdog* watchdog_ = nullptr;
+  bool fixed_order_sums_ = false;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
 };

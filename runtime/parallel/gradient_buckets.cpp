@@ -1,4 +1,5 @@
-// Bucket planning, gradient views and the overlapped MPI_Iallreduce.
+// Bucket planning, gradient views and the overlapped MPI_Iallreduce (or, in
+// deterministic mode, the overlapped fixed-order all-reduce).
 #include "runtime/parallel/gradient_buckets.h"
 
 #include <algorithm>
@@ -48,6 +49,12 @@ GradientBuckets::GradientBuckets(const std::vector<Param*>& params, Communicator
   }
   std::sort(bucket_of_.begin(), bucket_of_.end());
   reported_.assign(bucket_of_.size(), 0);
+  if (comm_.fixed_order_sums() && comm_.size() > 1) {
+    DLSCALE_CHECK_MPI(MPI_Comm_dup(comm_.get(), &fixed_comm_));
+    DLSCALE_CHECK_MPI(MPI_Comm_set_errhandler(fixed_comm_, MPI_ERRORS_RETURN));
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      buckets_[b].fixed = std::make_unique<FixedOrderAllreduce>(fixed_comm_, static_cast<int>(2 * b));
+  }
 }
 
 GradientBuckets::~GradientBuckets() {
@@ -56,8 +63,18 @@ GradientBuckets::~GradientBuckets() {
   // waiting could block for ever when the exception came from another rank's
   // failure. The error ends the job (MPI_Abort); until then MPI may still
   // write into the buffers, so those of in-flight requests are kept alive.
-  for (auto& b : buckets_)
-    if (b.request != MPI_REQUEST_NULL) abandoned_in_flight().push_back(std::move(b.buffer));
+  // A fixed-order reduction's requests, scratch and communicator are kept too.
+  static auto* kept_reductions = new std::vector<std::unique_ptr<FixedOrderAllreduce>>;
+  bool any = false;
+  for (auto& b : buckets_) {
+    if (!b.in_flight()) continue;
+    any = true;
+    abandoned_in_flight().push_back(std::move(b.buffer));
+    if (b.fixed) kept_reductions->push_back(std::move(b.fixed));
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (fixed_comm_ != MPI_COMM_NULL && !any && !finalized) MPI_Comm_free(&fixed_comm_);
 }
 
 std::vector<Tensor>& GradientBuckets::abandoned_in_flight() {
@@ -100,39 +117,51 @@ void GradientBuckets::start_ready_buckets() {
   // same order. The last bucket is ready only when backward is over: nothing
   // is left to overlap, so finish() reduces it with the blocking
   // MPI_Allreduce, which Open MPI runs faster than its non-blocking twin.
-  while (next_to_start_ + 1 < buckets_.size() && buckets_[next_to_start_].pending == 0) {
-    Bucket& b = buckets_[next_to_start_++];
-    if (comm_.size() == 1) continue;
-    DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, b.buffer.raw(), static_cast<int>(b.buffer.numel()),
-                                     mpi_type(b.buffer.dtype()), MPI_SUM, comm_.get(), &b.request));
-  }
+  while (next_to_start_ + 1 < buckets_.size() && buckets_[next_to_start_].pending == 0)
+    start(buckets_[next_to_start_++]);
+}
+
+void GradientBuckets::start(Bucket& b) {
+  if (comm_.size() == 1) return;
+  if (b.fixed) return b.fixed->start(b.buffer);
+  DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, b.buffer.raw(), static_cast<int>(b.buffer.numel()),
+                                   mpi_type(b.buffer.dtype()), MPI_SUM, comm_.get(), &b.request));
+}
+
+bool GradientBuckets::test(Bucket& b) {
+  if (b.fixed) return b.fixed->test();
+  int done = b.request == MPI_REQUEST_NULL;
+  if (!done) DLSCALE_CHECK_MPI(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE));
+  return done;
 }
 
 void GradientBuckets::poll() {
   // Open MPI advances non-blocking collectives only inside MPI calls.
-  for (std::size_t i = 0; i < next_to_start_; ++i) {
-    Bucket& b = buckets_[i];
-    if (b.request == MPI_REQUEST_NULL) continue;
-    int done = 0;
-    DLSCALE_CHECK_MPI(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE));
-  }
+  // A fixed-order reduction moves to its second round only inside test().
+  for (std::size_t i = 0; i < next_to_start_; ++i) test(buckets_[i]);
 }
 
 void GradientBuckets::finish() {
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
-    int done = 0;
-    if (i < next_to_start_) {  // started during backward: has it completed already?
-      done = b.request == MPI_REQUEST_NULL;
-      if (!done) DLSCALE_CHECK_MPI(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE));
-    }
+    const bool done = i < next_to_start_ && test(b);  // started during backward: completed already?
     if (done || comm_.size() == 1) hidden_bytes_ += b.buffer.bytes();
     total_bytes_ += b.buffer.bytes();
     b.pending = 0;  // whatever backward did not report is final now
   }
   start_ready_buckets();
   WatchedWait wait(comm_.watchdog(), "the gradient all-reduce");
+  if (fixed_comm_ != MPI_COMM_NULL) {
+    // No blocking variant to prefer: the rest start at once, and every bucket
+    // is polled until all are summed, so each moves to its second round as
+    // soon as its first is done rather than after the buckets before it.
+    for (; next_to_start_ < buckets_.size(); ++next_to_start_) start(buckets_[next_to_start_]);
+    for (bool busy = true; busy;) {
+      busy = false;
+      for (auto& b : buckets_) busy = !test(b) || busy;
+    }
+  }
   for (auto& b : buckets_)
     if (b.request != MPI_REQUEST_NULL) DLSCALE_CHECK_MPI(MPI_Wait(&b.request, MPI_STATUS_IGNORE));
   for (; next_to_start_ < buckets_.size(); ++next_to_start_) {

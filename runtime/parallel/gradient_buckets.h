@@ -5,16 +5,20 @@
 // bucket, so reducing a bucket needs no copies. A bucket's MPI_Iallreduce
 // starts as soon as backward has produced all of its gradients; MPI is
 // polled between layers so the reduction progresses while backward goes on.
+// On a communicator with fixed_order_sums() (deterministic mode) each bucket
+// is summed by a FixedOrderAllreduce instead, started and polled the same way.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "layers/layer.h"
 #include "runtime/parallel/communicator.h"
+#include "runtime/parallel/fixed_order_allreduce.h"
 
 namespace dlscale {
 
@@ -55,10 +59,17 @@ class GradientBuckets {
     std::vector<Param*> params;
     std::size_t pending = 0;  // params of this step whose grads are not ready yet
     MPI_Request request = MPI_REQUEST_NULL;
+    std::unique_ptr<FixedOrderAllreduce> fixed;  // deterministic mode's reduction, on fixed_comm_
+    bool in_flight() const { return request != MPI_REQUEST_NULL || (fixed && fixed->active()); }
   };
   void start_ready_buckets();
   void poll();
+  void start(Bucket& b);
+  bool test(Bucket& b);  // progresses; true when b's sum is complete
 
+  // Deterministic mode: a duplicate of comm_'s communicator for the fixed-order
+  // reductions' point-to-point messages (tags 2b, 2b + 1 for bucket b).
+  MPI_Comm fixed_comm_ = MPI_COMM_NULL;
   Communicator& comm_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<Param*, std::size_t>> bucket_of_;  // param → bucket index, sorted by pointer

@@ -117,7 +117,10 @@ class TrainingRun {
   // watchdog: bounds every collective wait (set on comm for the run's length).
   TrainingRun(const TrainingOptions& o, Communicator& comm, const JobSetup& job, const ExecutionPlan& plan,
               CollectiveWatchdog& watchdog, Clock::time_point t_start);
-  ~TrainingRun() { comm_.set_watchdog(nullptr); }
+  ~TrainingRun() {
+    comm_.set_watchdog(nullptr);
+    comm_.set_fixed_order_sums(false);
+  }
   TrainingResult run();
 
  private:
@@ -180,6 +183,10 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
     : o_(o), comm_(comm), job_(job), plan_(plan), t_start_(t_start), t_last_checkpoint_(t_start),
       dtype_(precision_dtype(o.training_precision, plan)), watchdog_(watchdog) {
   comm_.set_watchdog(&watchdog_);
+  // Deterministic mode fixes the order of every floating-point sum over ranks
+  // (gradients, losses, evaluation sums) itself, so a run does not depend on
+  // which all-reduce algorithm MPI picks for the rank count and placement.
+  comm_.set_fixed_order_sums(o.deterministic);
   // Everything a user can get wrong is checked before the run directory exists.
   // The ranks of a node read the same files (shared or staged there): they
   // split the shards' CRC checks, so each node reads a dataset once at start.

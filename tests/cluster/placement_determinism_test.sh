@@ -3,7 +3,7 @@
 # mode 4 ranks placed 1x4, 2x2 and 4x1 (nodes x ranks) end with the same
 # model.h5, byte for byte. MPI picks its all-reduce algorithm (and so the
 # order of the additions) by topology and size; the 2x2 run is also told to
-# use another one (recursive doubling instead of what Open MPI's tuned and libnbc
+# use another one (ring instead of the recursive doubling Open MPI's tuned and libnbc
 # components pick), as an MPI tuned for the fabric would, so only a
 # reduction order dlscale fixes itself passes.
 #   placement_determinism_test.sh CLUSTER_DIR DLSCALE
@@ -20,8 +20,8 @@ echo "deterministic = true" >>cnn.ini
 for placement in 1x4 2x2 4x1; do
   nodes=${placement%x*} per_node=${placement#*x}
   env=()
-  [ "$placement" = 2x2 ] && env=(OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_allreduce_algorithm=3
-    OMPI_MCA_coll_libnbc_iallreduce_algorithm=4)
+  [ "$placement" = 2x2 ] && env=(OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_allreduce_algorithm=4
+    OMPI_MCA_coll_libnbc_iallreduce_algorithm=1)
   on_node node1 env "${env[@]}" srun --mpi=pmix --nodes="$nodes" --ntasks-per-node="$per_node" \
     "$dlscale" train cnn.ini --threads 1 --output "run-$placement" >"train-$placement.txt" 2>&1 ||
     fail "training placed $placement failed: $(tail -n 20 "train-$placement.txt")"
