@@ -22,7 +22,7 @@ po::options_description submit_options() {
   po::options_description desc("dlscale submit options (the profile gives the rest)");
   desc.add_options()("help,h", "this text")("profile", po::value<std::string>(), "cluster profile (dlscale profiles)")(
       "name", po::value<std::string>(), "job name (default: the config's file name)")(
-      "nodes", po::value<int>(), "nodes (slurm)")("tasks-per-node", po::value<int>(), "ranks per node")(
+      "nodes", po::value<std::string>(), "nodes (slurm): N, or MIN-MAX to let a requeue run on fewer")("tasks-per-node", po::value<int>(), "ranks per node")(
       "time", po::value<std::string>(), "time limit, e.g. 02:00:00 (slurm)")(
       "partition", po::value<std::string>(), "partition (slurm)")(
       "stage-data", po::value<std::string>(), "true|false: copy the datasets to node-local storage first (slurm)")(
@@ -45,7 +45,7 @@ Profile chosen_profile(const po::variables_map& vm) {
     if (v < 1) throw UsageError(std::string("submit: --") + name + " must be at least 1");
     return v;
   };
-  if (vm.count("nodes")) p.nodes = positive("nodes");
+  if (vm.count("nodes")) set_node_count(p, vm["nodes"].as<std::string>(), "submit: --nodes");
   if (vm.count("tasks-per-node")) p.tasks_per_node = positive("tasks-per-node");
   if (vm.count("time")) p.time = vm["time"].as<std::string>();
   if (vm.count("partition")) p.partition = vm["partition"].as<std::string>();

@@ -59,7 +59,7 @@ void sbatch_directives(std::ostream& out, const ScriptSpec& s) {
   } else {
     out << "#SBATCH --output=" << sbatch_quote(slurm_filename(s.job_dir) + "/log.txt") << "\n";
   }
-  out << "#SBATCH --nodes=" << p.nodes << "\n#SBATCH --ntasks-per-node=" << p.tasks_per_node << "\n";
+  out << "#SBATCH --nodes=" << p.node_count() << "\n#SBATCH --ntasks-per-node=" << p.tasks_per_node << "\n";
   if (p.cpus_per_task) out << "#SBATCH --cpus-per-task=" << p.cpus_per_task << "\n";
   if (p.gpus_per_task) out << "#SBATCH --gpus-per-task=" << p.gpus_per_task << "\n";
   if (p.gpus_per_node) out << "#SBATCH --gpus-per-node=" << p.gpus_per_node << "\n";

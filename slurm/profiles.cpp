@@ -58,7 +58,7 @@ const std::vector<Key>& keys() {
   static const std::vector<Key> table = {
       {"type", false, false, [](Profile&, const Place&, const std::string&) {}},  // read first, see below
       {"job-root", false, false, [](Profile& p, const Place&, const std::string& v) { p.job_root = v; }},
-      {"nodes", true, false, [](Profile& p, const Place& at, const std::string& v) { p.nodes = positive_int(at, "nodes", v, 1); }},
+      {"nodes", true, false, [](Profile& p, const Place& at, const std::string& v) { set_node_count(p, v, at.where() + "nodes"); }},
       {"tasks-per-node", false, false,
        [](Profile& p, const Place& at, const std::string& v) { p.tasks_per_node = positive_int(at, "tasks-per-node", v, 1); }},
       {"partition", true, false, [](Profile& p, const Place&, const std::string& v) { p.partition = v; }},
@@ -290,12 +290,30 @@ const Profile& ProfileSet::select(const std::string& requested) const {
                    (file_exists ? "" : ", which does not exist") + ")");
 }
 
+std::string Profile::node_count() const {
+  return min_nodes > 0 && min_nodes < nodes ? std::to_string(min_nodes) + "-" + std::to_string(nodes) : std::to_string(nodes);
+}
+
+void set_node_count(Profile& p, const std::string& value, const std::string& where) {
+  static const std::regex form(R"(([0-9]{1,6})(?:-([0-9]{1,6}))?)");
+  std::smatch m;
+  if (std::regex_match(value, m, form)) {
+    const int first = std::stoi(m[1].str()), last = m[2].matched ? std::stoi(m[2].str()) : first;
+    if (first >= 1 && last >= first) {
+      p.nodes = last;
+      p.min_nodes = m[2].matched ? first : 0;
+      return;
+    }
+  }
+  throw UsageError(where + " = " + value + ": expected a node count N >= 1 or a range MIN-MAX with 1 <= MIN <= MAX");
+}
+
 std::string describe(const Profile& p) {
   std::ostringstream d;
   if (!p.is_slurm()) {
     d << "processes on this machine, " << p.tasks_per_node << " rank(s)";
   } else {
-    d << p.nodes << " node(s) x " << p.tasks_per_node << " task(s)";
+    d << p.node_count() << " node(s) x " << p.tasks_per_node << " task(s)";
     if (p.gpus_per_task) d << ", " << p.gpus_per_task << " GPU(s)/task";
     if (p.gpus_per_node) d << ", " << p.gpus_per_node << " GPU(s)/node";
     if (p.cpus_per_task) d << ", " << p.cpus_per_task << " CPU(s)/task";

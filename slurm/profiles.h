@@ -16,6 +16,10 @@ struct Profile {
   // Where job folders go; "~" is the user's home.
   std::string job_root = "~/dlscale-jobs";
   int nodes = 1;
+  // `nodes = MIN-MAX`: Slurm may start the job, or requeue it after a node
+  // failed, on as few as min_nodes nodes (#SBATCH --nodes=MIN-MAX); the
+  // resumed run re-splits the data over the ranks it has. 0: exactly `nodes`.
+  int min_nodes = 0;
   int tasks_per_node = 1;
   // slurm only; 0 or empty leaves Slurm's default.
   std::string partition, account, qos, time;
@@ -37,7 +41,13 @@ struct Profile {
   int signal_lead = 120;
 
   bool is_slurm() const { return type == "slurm"; }
+  // "4", or "3-4" with min_nodes
+  std::string node_count() const;
 };
+
+// Sets p.nodes (and p.min_nodes) from "N" or "MIN-MAX"; `where` names the
+// file and line or the option for the error.
+void set_node_count(Profile& p, const std::string& value, const std::string& where);
 
 struct ProfileSet {
   std::string path;  // the profiles file (it may not exist)

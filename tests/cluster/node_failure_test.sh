@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# A node of a running job fails (issue #15, item 4), two ways:
-#   - every process of the node is killed (its ranks, slurmstepd, slurmd);
-#   - the node's link is cut (ip link set ... down), its processes alive.
+# A node of a running job fails (issue #15, item 4), four ways:
+#   - kill: every process of the node is killed (its ranks, slurmstepd, slurmd);
+#   - link: the node's link is cut (ip link set ... down), its processes alive;
+#   - restart: the node is killed and its slurmd started again at once (a
+#     reboot faster than Slurm's node timeout);
+#   - shrink: as kill, for a job submitted with --nodes 3-4 (one rank per
+#     node) while no fifth node is free: it is requeued on 3 nodes and the
+#     resumed run re-splits the data over 3 ranks instead of 4.
 # Each time the job's first start ends within the collective timeout plus
 # Slurm's node timeout, with a message naming the node (and `dlscale jobs`
 # names the node and the ranks it ran), no rank of it keeps
@@ -31,8 +36,10 @@ reference=$(submit_job cnn.ini --name reference --nodes 2 --tasks-per-node 2 -- 
 [ "$(wait_job "$reference")" = done ] || fail "the reference job did not finish: $(tail -n 20 "$scratch/jobs/$reference/log.txt")"
 reference_accuracy=$(json_value "$scratch/jobs/$reference/run" test_accuracy)
 
-for fault in kill link; do
-  job=$(submit_job cnn.ini --name "node-$fault" --nodes 2 --tasks-per-node 2 -- "${train[@]}")
+for fault in kill link restart shrink; do
+  shape=(--nodes 2 --tasks-per-node 2)
+  [ "$fault" = shrink ] && shape=(--nodes 3-4 --tasks-per-node 1)
+  job=$(submit_job cnn.ini --name "node-$fault" "${shape[@]}" -- "${train[@]}")
   log=$scratch/jobs/$job/log.txt
   begin=$SECONDS
   until (($(iteration "$job") >= 150)); do
@@ -42,11 +49,14 @@ for fault in kill link; do
   id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["slurm_job_id"])' "$scratch/jobs/$job/job.json")
   nodes=$(scontrol show hostnames "$(job_nodes "$id")" | paste -sd ' ')
   survivor=${nodes%% *} victim=${nodes##* }
+  victim_ranks=$(rank_table "$log" | awk -v h="$victim" '$2 == h {print $1}' | paste -sd ,)
   survivor_ranks=$(rank_pids "$survivor" "$job" | paste -sd ' ')
   [ -n "$survivor_ranks" ] || fail "no rank of $job found on $survivor"
   case $fault in
     kill) "$cluster_script" kill-node "$cluster" "$victim" ;;
     link) "$cluster_script" link "$cluster" "$victim" down ;;
+    restart) "$cluster_script" kill-node "$cluster" "$victim" && "$cluster_script" restart-node "$cluster" "$victim" ;;
+    shrink) "$cluster_script" kill-node "$cluster" "$victim" ;;
   esac
   failed_at=$SECONDS
   # The first start ends: the job is requeued (pending, or running elsewhere).
@@ -67,9 +77,12 @@ for fault in kill link; do
   # dlscale jobs names the lost node and the ranks it ran, from the log
   # (the batch script that could have said so was cancelled with the job).
   lost=$("$dlscale" jobs --json "$job" | python3 -c 'import json,sys; print(" ".join(f["node"] + ":" + ",".join(map(str, f["ranks"])) for f in json.load(sys.stdin)["node_failures"]))')
-  case $fault in
-    kill | link) [[ $lost == "$victim:2,3" ]] || fail "dlscale jobs names the failures '$lost', not $victim with ranks 2 and 3" ;;
-  esac
+  [[ $lost == "$victim:$victim_ranks" ]] || fail "dlscale jobs names the failures '$lost', not $victim with ranks $victim_ranks"
+  if [ "$fault" = shrink ]; then
+    [ "$(rank_table "$log" | tail -n 3 | awk '{print $1}' | paste -sd ' ')" = "0 1 2" ] &&
+      grep -q "world_size.: 3" "$scratch/jobs/$job/run/summary.json" ||
+      fail "the requeued start did not run 3 ranks: $(rank_table "$log" | tail -n 4)"
+  fi
   accuracy=$(json_value "$scratch/jobs/$job/run" test_accuracy)
   python3 -c "import sys; sys.exit(0 if abs($accuracy - $reference_accuracy) <= 0.005 else 1)" ||
     fail "test accuracy after the $fault $accuracy, without a failure $reference_accuracy"
@@ -78,7 +91,7 @@ for fault in kill link; do
 
   # The node comes back and takes jobs again.
   case $fault in
-    kill) "$cluster_script" restart-node "$cluster" "$victim" ;;
+    kill | shrink) "$cluster_script" restart-node "$cluster" "$victim" ;;
     link) "$cluster_script" link "$cluster" "$victim" up ;;
   esac
   scontrol update nodename="$victim" state=resume >/dev/null 2>&1 || true

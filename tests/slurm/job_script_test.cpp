@@ -47,6 +47,15 @@ TEST(JobScript, SlurmDefaults) {
   expect_valid_bash(script);
 }
 
+TEST(JobScript, NodeRangeGoesToSbatch) {
+  ScriptSpec s = base_spec("slurm");
+  s.profile.nodes = 4;
+  s.profile.min_nodes = 3;
+  std::string script = job_script(s);
+  EXPECT_NE(script.find("#SBATCH --nodes=3-4\n#SBATCH --ntasks-per-node="), std::string::npos) << script;
+  expect_valid_bash(script);
+}
+
 TEST(JobScript, SlurmJobIsPreemptionReady) {
   ScriptSpec s = base_spec("slurm");
   s.profile.signal_lead = 300;

@@ -132,7 +132,10 @@ TEST(Profiles, MistakesAreErrors) {
   };
   has("[a]\npartition = x\n", "[a] key 'partition' applies to slurm profiles only");
   has("[a]\ntype = pbs\n", ":2: [a] type = pbs: expected local or slurm");
-  has("[a]\ntype = slurm\nnodes = two\n", ":3: [a] nodes = two: expected an integer >= 1");
+  has("[a]\ntype = slurm\nnodes = two\n", ":3: [a] nodes = two: expected a node count N >= 1 or a range MIN-MAX");
+  has("[a]\ntype = slurm\nnodes = 4-3\n", ":3: [a] nodes = 4-3: expected a node count");
+  has("[a]\ntype = slurm\nnodes = 0-2\n", ":3: [a] nodes = 0-2: expected a node count");
+  has("[a]\ntype = slurm\nnodes = 0\n", ":3: [a] nodes = 0: expected a node count");
   has("[a]\ntype = slurm\nnodes = 0\n", "nodes = 0: expected an integer >= 1");
   has("[a]\ntype = slurm\ntime = 2 hours\n", "time = 2 hours: expected a Slurm time limit");
   has("[a]\ntype = slurm\nstage-data = maybe\n", "stage-data = maybe: expected true or false");
@@ -202,6 +205,17 @@ TEST(Profiles, JobRootsAreAbsoluteAndUnique) {
   EXPECT_EQ(job_roots(set, "b"), (std::vector<std::string>{"/jobs"}));
   EXPECT_THROW(job_roots(set, "c"), UsageError);
   setenv("HOME", saved.c_str(), 1);
+}
+
+// nodes = MIN-MAX lets Slurm start or requeue the job on fewer nodes (a node lost).
+TEST(Profiles, NodeRangeKeepsTheMinimumAndTheMaximum) {
+  ProfileSet set = parse_profiles("[elastic]\ntype = slurm\nnodes = 3-4\ntasks-per-node = 2\n[fixed]\ntype = slurm\nnodes = 2-2\n", "/p.ini");
+  const Profile& e = *set.find("elastic");
+  EXPECT_EQ(e.nodes, 4);
+  EXPECT_EQ(e.min_nodes, 3);
+  EXPECT_EQ(e.node_count(), "3-4");
+  EXPECT_NE(describe(e).find("3-4 node(s) x 2 task(s)"), std::string::npos) << describe(e);
+  EXPECT_EQ(set.find("fixed")->node_count(), "2");
 }
 
 TEST(Profiles, DescribeNamesTheResources) {
