@@ -50,7 +50,8 @@ void measured_rows(const std::string& path, double& worst_error) {
   const int ranks = j.at("ranks").get<int>();
   const auto blocking = points(j.at("allreduce").at("blocking")), nonblocking = points(j.at("allreduce").at("nonblocking"));
   const AlphaBeta fb = fit_alpha_beta(blocking), fn = fit_alpha_beta(nonblocking);
-  std::printf("\n%s: %d rank(s), local batch %d, %.2f MB of gradients\n", j.at("config").get<std::string>().c_str(),
+  std::printf("\n%s (%s): %d rank(s), local batch %d, %.2f MB of gradients\n", path.c_str(),
+              j.at("config").get<std::string>().c_str(),
               ranks, j.at("local_batch").get<int>(), j.at("grad_bytes").get<double>() / 1e6);
   std::printf("fit MPI_Allreduce: alpha %.1f us, 1/beta %.3f GB/s (worst residual %.0f%%); "
               "MPI_Iallreduce+Wait: alpha %.1f us, 1/beta %.3f GB/s (worst %.0f%%)\n\n",
@@ -85,7 +86,11 @@ void measured_rows(const std::string& path, double& worst_error) {
 int measured(int argc, char** argv) {
   if (argc < 3) fail("usage: scaling_model measured PROFILE.json...");
   double worst = 0;
-  for (int i = 2; i < argc; ++i) measured_rows(argv[i], worst);
+  for (int i = 2; i < argc; ++i) try {
+      measured_rows(argv[i], worst);
+    } catch (const Json::exception& e) {
+      fail("scaling_model: " + std::string(argv[i]) + " is not a step_profile file: " + e.what());
+    }
   std::printf("\nlargest prediction error: %.1f%% (goal: within 10%%)\n", 100 * worst);
   return 0;
 }

@@ -4,7 +4,7 @@
 //  1. compute profile, no communication: forward (with the loss), each
 //     layer's backward in backward order (from the timestamps of Network's
 //     gradients-ready callback, the hook the buckets start from) with its
-//     gradient bytes, and the optimizer update; medians, of the slowest rank;
+//     gradient bytes, and the optimizer update; per step the slowest rank's, medians;
 //  2. MPI_Allreduce and MPI_Iallreduce + MPI_Wait of float buffers from 4 KiB
 //     up to --max-allreduce-mib (x4 each time): the points of the alpha-beta fit;
 //  3. per bucket size: the bucket layout (layers, bytes), the bucketed
@@ -132,17 +132,20 @@ void forward_loss(Context& c, Tensor& dlogits) {
                         double(c.batch.labels.size()) * c.comm.size(), dlogits);
 }
 
-// Part 1: medians of forward, each layer's backward, update, of the slowest
-// rank (the others wait for it at every all-reduce).
+// Part 1: per step, the times of the rank whose forward + backward + update
+// took longest (in a synchronous step every rank waits for it), then the
+// median over steps of each of its figures.
 Json compute_profile(Context& c) {
   const std::size_t n = c.layers.size();
   std::vector<std::vector<double>> t(n + 2);  // [0] forward, [1..n] layers, [n+1] update
   Tensor dlogits;
+  std::vector<double> mine(n + 2);
+  std::vector<int> slowest(c.comm.size());
   for (int r = 0; r < c.reps + 2; ++r) {
     c.comm.barrier("step_profile");
     auto t0 = Clock::now();
     forward_loss(c, dlogits);
-    const double fwd = since(t0);
+    mine[0] = since(t0);
     std::vector<double> stamps;
     t0 = Clock::now();
     c.net.backward(dlogits, [&](const std::vector<Param*>&) { stamps.push_back(since(t0)); });
@@ -150,34 +153,30 @@ Json compute_profile(Context& c) {
                                  " layers, expected " + std::to_string(n));
     t0 = Clock::now();
     c.opt.step(c.net.params(), 1e-4);
-    const double upd = since(t0);
-    if (r < 2) continue;  // warm-up
-    t[0].push_back(fwd);
-    for (std::size_t i = 0; i < n; ++i) t[i + 1].push_back(stamps[i] - (i ? stamps[i - 1] : 0.0));
-    t[n + 1].push_back(upd);
+    mine[n + 1] = since(t0);
+    for (std::size_t i = 0; i < n; ++i) mine[i + 1] = stamps[i] - (i ? stamps[i - 1] : 0.0);
+    const std::vector<double> all = c.comm.gather(mine.data(), static_cast<int>(mine.size()));
+    if (r < 2 || c.comm.rank() != 0) continue;  // warm-up; rank 0 keeps the figures
+    std::size_t pick = 0;
+    double most = -1;
+    for (int k = 0; k < c.comm.size(); ++k) {
+      double s = 0;
+      for (std::size_t i = 0; i < mine.size(); ++i) s += all[k * mine.size() + i];
+      if (s > most) most = s, pick = k;
+    }
+    ++slowest[pick];
+    for (std::size_t i = 0; i < mine.size(); ++i) t[i].push_back(all[pick * mine.size() + i]);
   }
-  std::vector<double> med(n + 2);
-  double total = 0;
-  for (std::size_t i = 0; i < med.size(); ++i) total += med[i] = median(t[i]);
-  // The slowest rank's profile: gather every rank's medians on rank 0.
-  std::vector<double> all = c.comm.gather(med.data(), static_cast<int>(med.size()));
-  const double slowest_total = c.comm.allreduce_max(total);
   Json j;
   if (c.comm.rank() != 0) return j;
-  std::size_t pick = 0;
-  for (int r = 0; r < c.comm.size(); ++r) {
-    double s = 0;
-    for (std::size_t i = 0; i < med.size(); ++i) s += all[r * med.size() + i];
-    if (s >= slowest_total * (1 - 1e-12)) pick = r;
-  }
-  const double* m = &all[pick * med.size()];
-  j["slowest_rank"] = pick;
-  j["forward_s"] = m[0];
-  j["update_s"] = m[n + 1];
+  j["slowest_rank_steps"] = slowest;  // how often each rank was the slowest
+  j["forward_s"] = median(t[0]);
+  j["update_s"] = median(t[n + 1]);
   double bwd = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    bwd += m[i + 1];
-    j["layers"].push_back({{"name", c.layers[i].name}, {"backward_s", m[i + 1]}, {"grad_bytes", c.layers[i].grad_bytes}});
+    const double m = median(t[i + 1]);
+    bwd += m;
+    j["layers"].push_back({{"name", c.layers[i].name}, {"backward_s", m}, {"grad_bytes", c.layers[i].grad_bytes}});
   }
   j["backward_s"] = bwd;
   return j;
