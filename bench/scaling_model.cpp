@@ -119,9 +119,11 @@ std::vector<LayerShape> vgg16_layers() {
   return out;
 }
 
-std::vector<LayerShape> resnet50_layers() {
+namespace {
+// Bottleneck ResNet v1.5 with `blocks` bottlenecks per stage.
+std::vector<LayerShape> resnet_layers(const int (&blocks)[4]) {
   std::vector<LayerShape> out{conv("conv1", 3, 64, 7, 112, false)};
-  const int blocks[4] = {3, 4, 6, 3}, width[4] = {64, 128, 256, 512}, side[4] = {56, 28, 14, 7};
+  const int width[4] = {64, 128, 256, 512}, side[4] = {56, 28, 14, 7};
   double cin = 64;
   for (int s = 0; s < 4; ++s)
     for (int b = 0; b < blocks[s]; ++b) {
@@ -136,5 +138,9 @@ std::vector<LayerShape> resnet50_layers() {
   out.push_back(dense("fc", 2048, 1000));
   return out;
 }
+}  // namespace
+
+std::vector<LayerShape> resnet50_layers() { return resnet_layers({3, 4, 6, 3}); }
+std::vector<LayerShape> resnet101_layers() { return resnet_layers({3, 4, 23, 3}); }
 
 }  // namespace dlscale::bench

@@ -92,6 +92,7 @@ struct LayerShape {
   double params = 0, macs = 0;
 };
 std::vector<LayerShape> vgg16_layers();     // 224x224, 138.4M params
-std::vector<LayerShape> resnet50_layers();  // 224x224, 25.6M params (convolutions with their batch norms)
+std::vector<LayerShape> resnet50_layers();   // 224x224, 25.6M params (convolutions with their batch norms)
+std::vector<LayerShape> resnet101_layers();  // 224x224, 44.5M params
 
 }  // namespace dlscale::bench

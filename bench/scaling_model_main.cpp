@@ -2,7 +2,9 @@
 //   scaling_model measured PROFILE.json...   predicted against measured step
 //       time for every configuration of every profile bench/step_profile wrote
 //   scaling_model predict [--option value]...  scaling efficiency of
-//       ResNet-50- and VGG-16-sized gradients at 8..512 GPUs (assumptions below)
+//       ResNet-50- and VGG-16-sized gradients at 8..512 GPUs on H200-class nodes
+//   scaling_model horovod [--option value]...  the same model in Horovod's
+//       published setting (ResNet-101, VGG-16, 25 Gbit/s), beside its figures
 // Tables are printed as Markdown, as docs/scaling.md shows them.
 #include <cmath>
 #include <cstdio>
@@ -98,13 +100,15 @@ int measured(int argc, char** argv) {
 }  // namespace
 
 int predict(int argc, char** argv);  // scaling_model_predict.cpp
+int horovod(int argc, char** argv);
 
 int main(int argc, char** argv) {
   try {
     const std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "measured") return measured(argc, argv);
     if (cmd == "predict") return predict(argc, argv);
-    fail("usage: scaling_model measured PROFILE.json... | scaling_model predict [--option value]...");
+    if (cmd == "horovod") return horovod(argc, argv);
+    fail("usage: scaling_model measured PROFILE.json... | scaling_model predict|horovod [--option value]...");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "scaling_model: error: %s\n", e.what());
     return 1;

@@ -19,10 +19,18 @@ using namespace dlscale::bench;
 
 using Options = std::map<std::string, double>;
 
-Options parse(int argc, char** argv) {
-  Options o = {{"resnet-batch", 256}, {"resnet-tflops", 100},   {"vgg-batch", 64},     {"vgg-tflops", 200},
-               {"nvlink-gbs", 360},   {"alpha-nvlink-us", 2},   {"alpha-net-us", 5},   {"link-efficiency", 0.9},
-               {"hbm-tbs", 3.4},      {"update-bytes-per-param", 20}, {"bucket-mib", 25}};
+// H200-class nodes (docs/scaling.md says where each figure comes from).
+const Options kH200 = {{"resnet-batch", 256}, {"resnet-tflops", 100}, {"vgg-batch", 64}, {"vgg-tflops", 200},
+                       {"gpus-per-node", 8},  {"nvlink-gbs", 360},    {"alpha-nvlink-us", 2}, {"alpha-net-us", 5},
+                       {"link-efficiency", 0.9}, {"hbm-tbs", 3.4}, {"update-bytes-per-param", 20}, {"bucket-mib", 25}};
+// Horovod's published setup (Sergeev and Del Balso 2018): 4 Pascal GPUs per
+// server over PCIe, 25 Gbit/s RoCE, 64 MB fusion buffer; the rest assumed.
+const Options kHorovod = {{"resnet-batch", 64}, {"resnet-tflops", 6}, {"vgg-batch", 64}, {"vgg-tflops", 6},
+                          {"gpus-per-node", 4}, {"nvlink-gbs", 10},   {"alpha-nvlink-us", 5}, {"alpha-net-us", 10},
+                          {"link-gbit", 25},    {"link-efficiency", 0.9}, {"hbm-tbs", 0.5},
+                          {"update-bytes-per-param", 20}, {"bucket-mib", 64}};
+
+Options parse(int argc, char** argv, Options o) {
   for (int i = 2; i < argc; i += 2) {
     std::string key = argv[i];
     if (key.rfind("--", 0) != 0 || !o.count(key.substr(2)) || i + 1 >= argc)
@@ -74,6 +82,7 @@ Cluster cluster(const Options& o, double gbit, int nics) {
   c.link_bytes_per_s = gbit * 1e9 / 8 * o.at("link-efficiency");
   c.alpha_net_s = o.at("alpha-net-us") * 1e-6;
   c.nics_per_node = nics;
+  c.gpus_per_node = static_cast<int>(o.at("gpus-per-node"));
   return c;
 }
 
@@ -136,8 +145,35 @@ void vgg_batches(const Options& o) {
 
 }  // namespace
 
+// The model in Horovod's setting, beside Horovod's published 512-GPU figures.
+int horovod(int argc, char** argv) {
+  const Options o = parse(argc, argv, kHorovod);
+  std::printf("Assumptions:");
+  for (const auto& [k, v] : o) std::printf(" --%s %g", k.c_str(), v);
+  std::printf("\n\n| network | params | gradients | GMACs per sample | batch | TFLOP/s | forward ms | backward ms | update ms |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  const std::vector<Workload> nets = {
+      workload("ResNet-101", resnet101_layers(), o.at("resnet-batch"), o.at("resnet-tflops"), o),
+      workload("VGG-16", vgg16_layers(), o.at("vgg-batch"), o.at("vgg-tflops"), o)};
+  for (const auto& w : nets) print_workload(w);
+  std::printf("\n| network | all-reduce | overlap |");
+  for (int g : kGpus) std::printf(" %d |", g);
+  std::printf(" Horovod, 512 |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  const std::pair<const char*, Cost> algos[] = {{"hierarchical", hierarchical_seconds}, {"flat ring", flat_ring_seconds}};
+  for (std::size_t n = 0; n < nets.size(); ++n)
+    for (const auto& [algo, cost] : algos)
+      for (bool overlap : {true, false}) {
+        std::printf("| %s | %s | %s |", nets[n].name.c_str(), algo, overlap ? "yes" : "no");
+        for (int g : kGpus)
+          std::printf(" %.0f%% |", 100 * efficiency(nets[n], cluster(o, o.at("link-gbit"), 1), cost, g,
+                                                     o.at("bucket-mib"), overlap));
+        std::printf(" %s |\n", n == 0 ? "90%" : "68%");
+      }
+  return 0;
+}
+
 int predict(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  const Options o = parse(argc, argv, kH200);
   std::printf("Assumptions:");
   for (const auto& [k, v] : o) std::printf(" --%s %g", k.c_str(), v);
   std::printf("\n\n| network | params | gradients | GMACs/sample | batch | TFLOP/s | forward ms | backward ms | update ms |\n");

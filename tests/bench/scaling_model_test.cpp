@@ -94,6 +94,8 @@ TEST(ScalingModel, ReferenceNetworksHaveTheirPublishedSizes) {
   EXPECT_NEAR(total(vgg16_layers(), &LayerShape::macs), 15.47e9, 0.01e9);
   EXPECT_NEAR(total(resnet50_layers(), &LayerShape::params), 25.56e6, 0.01e6);  // torchvision resnet50: 25,557,032
   EXPECT_NEAR(total(resnet50_layers(), &LayerShape::macs), 4.09e9, 0.03e9);
+  EXPECT_NEAR(total(resnet101_layers(), &LayerShape::params), 44.55e6, 0.01e6);  // torchvision resnet101: 44,549,160
+  EXPECT_NEAR(total(resnet101_layers(), &LayerShape::macs), 7.8e9, 0.05e9);
 }
 
 }  // namespace
