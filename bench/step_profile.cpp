@@ -11,7 +11,8 @@
 //     all-reduce alone, and training steps with the all-reduce overlapped as
 //     the runtime does it: step, forward, backward, wait in finish(), update,
 //     the share of gradient bytes reduced before backward ended.
-// Every all-reduce's sum is checked before it is timed.
+// Parts 1 and 3 take turns step by step (a slow spell of a shared machine
+// then falls on all of them alike); every all-reduce's sum is checked.
 //   mpirun -n P step_profile CONFIG.ini [--batch 64] [--reps 20] [--buckets 0.25,25]
 //                            [--max-allreduce-mib 256] [--output profile.json]
 #include <mpi.h>
@@ -132,43 +133,44 @@ void forward_loss(Context& c, Tensor& dlogits) {
                         double(c.batch.labels.size()) * c.comm.size(), dlogits);
 }
 
-// Part 1: per step, the times of the rank whose forward + backward + update
-// took longest (in a synchronous step every rank waits for it), then the
-// median over steps of each of its figures.
-Json compute_profile(Context& c) {
+// Part 1, one step: forward, each layer's backward and the update on every
+// rank without communication; rank 0 keeps the figures of the rank whose
+// step took longest (in a synchronous step every rank waits for it).
+void profile_step(Context& c, std::vector<std::vector<double>>& t, std::vector<int>& slowest, bool record) {
   const std::size_t n = c.layers.size();
-  std::vector<std::vector<double>> t(n + 2);  // [0] forward, [1..n] layers, [n+1] update
+  std::vector<double> mine(n + 2);  // [0] forward, [1..n] layers, [n+1] update
   Tensor dlogits;
-  std::vector<double> mine(n + 2);
-  std::vector<int> slowest(c.comm.size());
-  for (int r = 0; r < c.reps + 2; ++r) {
-    c.comm.barrier("step_profile");
-    auto t0 = Clock::now();
-    forward_loss(c, dlogits);
-    mine[0] = since(t0);
-    std::vector<double> stamps;
-    t0 = Clock::now();
-    c.net.backward(dlogits, [&](const std::vector<Param*>&) { stamps.push_back(since(t0)); });
-    if (stamps.size() != n) fail("step_profile: backward reported " + std::to_string(stamps.size()) +
-                                 " layers, expected " + std::to_string(n));
-    t0 = Clock::now();
-    c.opt.step(c.net.params(), 1e-4);
-    mine[n + 1] = since(t0);
-    for (std::size_t i = 0; i < n; ++i) mine[i + 1] = stamps[i] - (i ? stamps[i - 1] : 0.0);
-    const std::vector<double> all = c.comm.gather(mine.data(), static_cast<int>(mine.size()));
-    if (r < 2 || c.comm.rank() != 0) continue;  // warm-up; rank 0 keeps the figures
-    std::size_t pick = 0;
-    double most = -1;
-    for (int k = 0; k < c.comm.size(); ++k) {
-      double s = 0;
-      for (std::size_t i = 0; i < mine.size(); ++i) s += all[k * mine.size() + i];
-      if (s > most) most = s, pick = k;
-    }
-    ++slowest[pick];
-    for (std::size_t i = 0; i < mine.size(); ++i) t[i].push_back(all[pick * mine.size() + i]);
+  c.comm.barrier("step_profile");
+  auto t0 = Clock::now();
+  forward_loss(c, dlogits);
+  mine[0] = since(t0);
+  std::vector<double> stamps;
+  t0 = Clock::now();
+  c.net.backward(dlogits, [&](const std::vector<Param*>&) { stamps.push_back(since(t0)); });
+  if (stamps.size() != n)
+    fail("step_profile: backward reported " + std::to_string(stamps.size()) + " layers, expected " + std::to_string(n));
+  t0 = Clock::now();
+  c.opt.step(c.net.params(), 1e-4);
+  mine[n + 1] = since(t0);
+  for (std::size_t i = 0; i < n; ++i) mine[i + 1] = stamps[i] - (i ? stamps[i - 1] : 0.0);
+  const std::vector<double> all = c.comm.gather(mine.data(), static_cast<int>(mine.size()));
+  if (!record || c.comm.rank() != 0) return;
+  std::size_t pick = 0;
+  double most = -1;
+  for (int k = 0; k < c.comm.size(); ++k) {
+    double sum = 0;
+    for (std::size_t i = 0; i < mine.size(); ++i) sum += all[k * mine.size() + i];
+    if (sum > most) most = sum, pick = k;
   }
+  ++slowest[pick];
+  t.resize(mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) t[i].push_back(all[pick * mine.size() + i]);
+}
+
+// Part 1's figures: medians over the recorded steps.
+Json profile_summary(const Context& c, const std::vector<std::vector<double>>& t, const std::vector<int>& slowest) {
+  const std::size_t n = c.layers.size();
   Json j;
-  if (c.comm.rank() != 0) return j;
   j["slowest_rank_steps"] = slowest;  // how often each rank was the slowest
   j["forward_s"] = median(t[0]);
   j["update_s"] = median(t[n + 1]);
@@ -238,57 +240,66 @@ Json bucket_layout(const GradientBuckets& buckets, const std::vector<BackwardLay
   return out;
 }
 
-// Part 3 for one bucket size: the layout, the bucketed all-reduce alone (all
-// gradients ready at once) and overlapped training steps.
-Json overlapped_steps(Context& c, double bucket_mib) {
-  GradientBuckets buckets(c.net.params(), c.comm, static_cast<std::size_t>(bucket_mib * (1 << 20)));
+// Part 3, one step of one bucket size, with a bucketer of its own (built
+// outside the timing; it copies the gradients, so its buffer is touched
+// before): the bucketed all-reduce alone (all gradients ready at once), then
+// one training step with the all-reduce overlapped as the trainer does it.
+struct ConfigTimes {
+  double bucket_mib = 0;
+  Json layout;
+  std::vector<double> alone, step, forward, backward, wait, update, hidden;
+};
+
+void overlapped_step(Context& c, ConfigTimes& ct, bool record) {
+  GradientBuckets buckets(c.net.params(), c.comm, static_cast<std::size_t>(ct.bucket_mib * (1 << 20)));
+  if (ct.layout.is_null()) ct.layout = bucket_layout(buckets, c.layers);
   auto params = c.net.params();
-  std::vector<double> alone;
-  for (int r = 0; r < c.reps + 2; ++r) {
-    for (Param* p : params) std::fill_n(p->grad.data<float>(), p->grad.numel(), 1.0f);
-    c.comm.barrier("step_profile");
-    const auto t0 = Clock::now();
-    for (auto it = params.rbegin(); it != params.rend(); ++it) buckets.mark_ready({*it});
-    buckets.finish();
-    const double s = since(t0);
-    for (Param* p : params)
-      if (p->grad.data<float>()[p->grad.numel() - 1] != static_cast<float>(c.comm.size()))
-        fail("step_profile: the bucketed all-reduce gave a wrong sum");
-    if (r >= 2) alone.push_back(c.comm.allreduce_max(s));
-  }
-  // A fresh bucketer, so hidden_share() counts the training steps only.
-  GradientBuckets overlapped(c.net.params(), c.comm, static_cast<std::size_t>(bucket_mib * (1 << 20)));
-  std::vector<double> t[5];  // step, forward, backward, wait in finish(), update
+  for (Param* p : params) std::fill_n(p->grad.data<float>(), p->grad.numel(), 1.0f);
+  c.comm.barrier("step_profile");
+  auto t0 = Clock::now();
+  for (auto it = params.rbegin(); it != params.rend(); ++it) buckets.mark_ready({*it});
+  buckets.finish();
+  const double alone = since(t0);
+  for (Param* p : params)
+    if (p->grad.data<float>()[p->grad.numel() - 1] != static_cast<float>(c.comm.size()))
+      fail("step_profile: the bucketed all-reduce gave a wrong sum");
+  const double hidden_before = buckets.hidden_share();  // 1 for one rank, 0 otherwise: nothing overlapped
   Tensor dlogits;
-  double hidden_before = 0;
-  for (int r = 0; r < c.reps + 2; ++r) {
-    if (r == 2) hidden_before = overlapped.hidden_share();  // warm-up steps: one each
-    c.comm.barrier("step_profile");
-    const auto t0 = Clock::now();
-    forward_loss(c, dlogits);
-    const double fwd = since(t0);
-    c.net.backward(dlogits, [&](const std::vector<Param*>& ready) { overlapped.mark_ready(ready); });
-    const double bwd_end = since(t0);
-    overlapped.finish();
-    const double wait_end = since(t0);
-    c.opt.step(c.net.params(), 1e-4);
-    const double step = since(t0);
-    if (r < 2) continue;
-    const double v[5] = {step, fwd, bwd_end - fwd, wait_end - bwd_end, step - wait_end};
-    for (int k = 0; k < 5; ++k) t[k].push_back(k == 0 ? c.comm.allreduce_max(v[k]) : v[k]);
-  }
-  // hidden_share() is cumulative over the steps; take out the two warm-up steps.
-  const double steps = c.reps + 2, hidden = (overlapped.hidden_share() * steps - hidden_before * 2) / c.reps;
-  return {{"bucket_mib", bucket_mib},
-          {"buckets", bucket_layout(overlapped, c.layers)},
-          {"allreduce_s", median(alone)},
-          {"step_s", median(t[0])},
-          {"forward_s", median(t[1])},
-          {"backward_s", median(t[2])},
-          {"wait_s", median(t[3])},
-          {"update_s", median(t[4])},
+  c.comm.barrier("step_profile");
+  t0 = Clock::now();
+  forward_loss(c, dlogits);
+  const double fwd = since(t0);
+  c.net.backward(dlogits, [&](const std::vector<Param*>& ready) { buckets.mark_ready(ready); });
+  const double bwd_end = since(t0);
+  buckets.finish();
+  const double wait_end = since(t0);
+  c.opt.step(c.net.params(), 1e-4);
+  const double step = since(t0);
+  const double slowest_alone = c.comm.allreduce_max(alone), slowest_step = c.comm.allreduce_max(step);
+  if (!record) return;
+  ct.alone.push_back(slowest_alone);
+  ct.step.push_back(slowest_step);
+  ct.forward.push_back(fwd);
+  ct.backward.push_back(bwd_end - fwd);
+  ct.wait.push_back(wait_end - bwd_end);
+  ct.update.push_back(step - wait_end);
+  ct.hidden.push_back(2 * buckets.hidden_share() - hidden_before);  // this step's share (the mean of two is kept)
+}
+
+Json config_summary(const Context& c, const ConfigTimes& ct) {
+  double hidden = 0;
+  for (double h : ct.hidden) hidden += h / ct.hidden.size();
+  const double alone = median(ct.alone), wait = median(ct.wait);
+  return {{"bucket_mib", ct.bucket_mib},
+          {"buckets", ct.layout},
+          {"allreduce_s", alone},
+          {"step_s", median(ct.step)},
+          {"forward_s", median(ct.forward)},
+          {"backward_s", median(ct.backward)},
+          {"wait_s", wait},
+          {"update_s", median(ct.update)},
           {"hidden_share", hidden},
-          {"hidden_time_share", std::max(0.0, 1.0 - median(t[3]) / std::max(median(alone), 1e-12))}};
+          {"hidden_time_share", c.comm.size() == 1 ? 1.0 : std::max(0.0, 1.0 - wait / std::max(alone, 1e-12))}};
 }
 
 int run(int argc, char** argv) {
@@ -305,11 +316,21 @@ int run(int argc, char** argv) {
 
   Json out = {{"config", a.config}, {"ranks", comm.size()}, {"local_batch", a.batch}, {"repetitions", a.reps},
               {"solver", solver.solver}, {"threads_per_rank", 1}, {"grad_bytes", grad_bytes}};
-  Json profile = compute_profile(c);
+  // Parts 1 and 3 interleaved step by step, so that a slow spell of a shared
+  // machine falls on the profile and on every bucket size alike.
+  std::vector<std::vector<double>> profile_t;
+  std::vector<int> slowest(comm.size());
+  std::vector<ConfigTimes> times;
+  for (double mib : a.bucket_mib) times.push_back({mib, {}, {}, {}, {}, {}, {}, {}, {}});
+  for (int r = 0; r < a.reps + 2; ++r) {  // two warm-up rounds
+    profile_step(c, profile_t, slowest, r >= 2);
+    for (auto& ct : times) overlapped_step(c, ct, r >= 2);
+  }
   Json sweep = allreduce_sweep(comm, a.max_allreduce_mib);
-  Json configs = Json::array();
-  for (double mib : a.bucket_mib) configs.push_back(overlapped_steps(c, mib));
   if (comm.rank() != 0) return 0;
+  Json profile = profile_summary(c, profile_t, slowest);
+  Json configs = Json::array();
+  for (const auto& ct : times) configs.push_back(config_summary(c, ct));
   for (auto& [k, v] : profile.items()) out[k] = v;
   out["allreduce"] = sweep;
   out["configurations"] = configs;
