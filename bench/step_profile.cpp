@@ -184,14 +184,13 @@ Json profile_summary(const Context& c, const std::vector<std::vector<double>>& t
   return j;
 }
 
-// Seconds of one all-reduce of `count` floats, blocking or not, the slowest rank's; sum checked first.
+// Seconds per all-reduce of `buf`, blocking or not: the sum is checked on
+// a first call, then `reps` calls run back to back and the slowest rank's
+// mean is kept. (Timing each call after its own barrier would add the skew
+// with which ranks leave the barrier, tens of ms on a loaded host.)
 double time_allreduce(Communicator& comm, std::vector<float>& buf, bool blocking, int reps) {
-  std::vector<double> t;
-  for (int r = 0; r < reps + 1; ++r) {
-    std::fill(buf.begin(), buf.end(), 1.0f);
-    comm.barrier("step_profile");
-    const auto t0 = Clock::now();
-    const int count = static_cast<int>(buf.size());
+  const int count = static_cast<int>(buf.size());
+  auto once = [&] {
     if (blocking) {
       DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, comm.get()));
     } else {
@@ -199,12 +198,16 @@ double time_allreduce(Communicator& comm, std::vector<float>& buf, bool blocking
       DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, comm.get(), &req));
       DLSCALE_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
     }
-    const double s = since(t0);
-    if (buf[buf.size() / 2] != static_cast<float>(comm.size()) || buf.back() != static_cast<float>(comm.size()))
-      fail("step_profile: all-reduce of " + std::to_string(count) + " floats gave a wrong sum");
-    if (r > 0) t.push_back(comm.allreduce_max(s));
-  }
-  return median(t);
+  };
+  std::fill(buf.begin(), buf.end(), 1.0f);
+  once();
+  if (buf[buf.size() / 2] != static_cast<float>(comm.size()) || buf.back() != static_cast<float>(comm.size()))
+    fail("step_profile: all-reduce of " + std::to_string(count) + " floats gave a wrong sum");
+  std::fill(buf.begin(), buf.end(), 0.0f);  // stays 0: the sums of later calls stay exact
+  comm.barrier("step_profile");
+  const auto t0 = Clock::now();
+  for (int r = 0; r < reps; ++r) once();
+  return comm.allreduce_max(since(t0) / reps);
 }
 
 // Part 2: the points of the alpha-beta fit.
@@ -240,50 +243,67 @@ Json bucket_layout(const GradientBuckets& buckets, const std::vector<BackwardLay
   return out;
 }
 
-// Part 3, one step of one bucket size, with a bucketer of its own (built
-// outside the timing; it copies the gradients, so its buffer is touched
-// before): the bucketed all-reduce alone (all gradients ready at once), then
-// one training step with the all-reduce overlapped as the trainer does it.
+// Part 3, a block of `steps` steps of one bucket size, with a bucketer of
+// its own (built outside the timing; it copies the gradients, so its buffer
+// is touched before): the bucketed all-reduce alone (all gradients ready at
+// once, sum checked on a first call), then training steps with the
+// all-reduce overlapped as the trainer does it. Both run back to back, as in
+// training, and are timed as blocks (slowest rank's mean), so the skew of
+// leaving a barrier is not counted in every step; forward, backward, wait
+// and update are rank 0's per step.
 struct ConfigTimes {
   double bucket_mib = 0;
   Json layout;
   std::vector<double> alone, step, forward, backward, wait, update, hidden;
 };
 
-void overlapped_step(Context& c, ConfigTimes& ct, bool record) {
+void allreduce_all(GradientBuckets& buckets, const std::vector<Param*>& params) {
+  for (auto it = params.rbegin(); it != params.rend(); ++it) buckets.mark_ready({*it});
+  buckets.finish();
+}
+
+void overlapped_block(Context& c, ConfigTimes& ct, int steps, bool record) {
   GradientBuckets buckets(c.net.params(), c.comm, static_cast<std::size_t>(ct.bucket_mib * (1 << 20)));
   if (ct.layout.is_null()) ct.layout = bucket_layout(buckets, c.layers);
   auto params = c.net.params();
   for (Param* p : params) std::fill_n(p->grad.data<float>(), p->grad.numel(), 1.0f);
-  c.comm.barrier("step_profile");
-  auto t0 = Clock::now();
-  for (auto it = params.rbegin(); it != params.rend(); ++it) buckets.mark_ready({*it});
-  buckets.finish();
-  const double alone = since(t0);
+  allreduce_all(buckets, params);
   for (Param* p : params)
     if (p->grad.data<float>()[p->grad.numel() - 1] != static_cast<float>(c.comm.size()))
       fail("step_profile: the bucketed all-reduce gave a wrong sum");
-  const double hidden_before = buckets.hidden_share();  // 1 for one rank, 0 otherwise: nothing overlapped
+  c.comm.barrier("step_profile");
+  auto t0 = Clock::now();
+  for (int k = 0; k < steps; ++k) allreduce_all(buckets, params);
+  const double alone = since(t0) / steps, hidden_alone = buckets.hidden_share();
   Tensor dlogits;
+  std::vector<double> v[4];
   c.comm.barrier("step_profile");
   t0 = Clock::now();
-  forward_loss(c, dlogits);
-  const double fwd = since(t0);
-  c.net.backward(dlogits, [&](const std::vector<Param*>& ready) { buckets.mark_ready(ready); });
-  const double bwd_end = since(t0);
-  buckets.finish();
-  const double wait_end = since(t0);
-  c.opt.step(c.net.params(), 1e-4);
-  const double step = since(t0);
+  for (int k = 0; k < steps; ++k) {
+    const auto s0 = Clock::now();
+    forward_loss(c, dlogits);
+    v[0].push_back(since(s0));
+    c.net.backward(dlogits, [&](const std::vector<Param*>& ready) { buckets.mark_ready(ready); });
+    v[1].push_back(since(s0) - v[0].back());
+    buckets.finish();
+    v[2].push_back(since(s0) - v[0].back() - v[1].back());
+    c.opt.step(c.net.params(), 1e-4);
+    v[3].push_back(since(s0) - v[0].back() - v[1].back() - v[2].back());
+  }
+  const double step = since(t0) / steps;
   const double slowest_alone = c.comm.allreduce_max(alone), slowest_step = c.comm.allreduce_max(step);
   if (!record) return;
   ct.alone.push_back(slowest_alone);
   ct.step.push_back(slowest_step);
-  ct.forward.push_back(fwd);
-  ct.backward.push_back(bwd_end - fwd);
-  ct.wait.push_back(wait_end - bwd_end);
-  ct.update.push_back(step - wait_end);
-  ct.hidden.push_back(2 * buckets.hidden_share() - hidden_before);  // this step's share (the mean of two is kept)
+  for (int k = 0; k < steps; ++k) {
+    ct.forward.push_back(v[0][k]);
+    ct.backward.push_back(v[1][k]);
+    ct.wait.push_back(v[2][k]);
+    ct.update.push_back(v[3][k]);
+  }
+  // hidden_share() counts every finish(): 1 + steps alone, then the training steps.
+  const double n_alone = 1.0 + steps;
+  ct.hidden.push_back((buckets.hidden_share() * (n_alone + steps) - hidden_alone * n_alone) / steps);
 }
 
 Json config_summary(const Context& c, const ConfigTimes& ct) {
@@ -316,15 +336,17 @@ int run(int argc, char** argv) {
 
   Json out = {{"config", a.config}, {"ranks", comm.size()}, {"local_batch", a.batch}, {"repetitions", a.reps},
               {"solver", solver.solver}, {"threads_per_rank", 1}, {"grad_bytes", grad_bytes}};
-  // Parts 1 and 3 interleaved step by step, so that a slow spell of a shared
+  // Parts 1 and 3 take turns in rounds, so that a slow spell of a shared
   // machine falls on the profile and on every bucket size alike.
   std::vector<std::vector<double>> profile_t;
   std::vector<int> slowest(comm.size());
   std::vector<ConfigTimes> times;
   for (double mib : a.bucket_mib) times.push_back({mib, {}, {}, {}, {}, {}, {}, {}, {}});
-  for (int r = 0; r < a.reps + 2; ++r) {  // two warm-up rounds
-    profile_step(c, profile_t, slowest, r >= 2);
-    for (auto& ct : times) overlapped_step(c, ct, r >= 2);
+  // Round 0 warms up (one step each); rounds 1 and 2 record reps/2 steps each.
+  const int block = std::max(1, a.reps / 2);
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 0; k < (round ? block : 1); ++k) profile_step(c, profile_t, slowest, round > 0);
+    for (auto& ct : times) overlapped_block(c, ct, round ? block : 1, round > 0);
   }
   Json sweep = allreduce_sweep(comm, a.max_allreduce_mib);
   if (comm.rank() != 0) return 0;
