@@ -6,6 +6,7 @@
 //   scaling_model horovod [--option value]...  the same model in Horovod's
 //       published setting (ResNet-101, VGG-16, 25 Gbit/s), beside its figures
 // Tables are printed as Markdown, as docs/scaling.md shows them.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -51,14 +52,19 @@ void measured_rows(const std::string& path, double& worst_error) {
   const Json j = read_json(path);
   const int ranks = j.at("ranks").get<int>();
   const auto blocking = points(j.at("allreduce").at("blocking")), nonblocking = points(j.at("allreduce").at("nonblocking"));
-  const AlphaBeta fb = fit_alpha_beta(blocking), fn = fit_alpha_beta(nonblocking);
+  // One rank reduces nothing: its sweep times copies of nothing, maybe 0 s.
+  const AlphaBeta fb = ranks > 1 ? fit_alpha_beta(blocking) : AlphaBeta{};
+  const AlphaBeta fn = ranks > 1 ? fit_alpha_beta(nonblocking) : AlphaBeta{};
   std::printf("\n%s (%s): %d rank(s), local batch %d, %.2f MB of gradients\n", path.c_str(),
               j.at("config").get<std::string>().c_str(),
               ranks, j.at("local_batch").get<int>(), j.at("grad_bytes").get<double>() / 1e6);
-  std::printf("fit MPI_Allreduce: alpha %.1f us, 1/beta %.3f GB/s (worst residual %.0f%%); "
-              "MPI_Iallreduce+Wait: alpha %.1f us, 1/beta %.3f GB/s (worst %.0f%%)\n\n",
-              fb.alpha * 1e6, 1e-9 / fb.beta, 100 * worst_residual(fb, blocking), fn.alpha * 1e6, 1e-9 / fn.beta,
-              100 * worst_residual(fn, nonblocking));
+  if (ranks == 1)
+    std::printf("one rank: no all-reduce (the runtime reduces nothing), so no fit\n\n");
+  else
+    std::printf("fit MPI_Allreduce: alpha %.1f us, 1/beta %.3f GB/s (worst residual %.0f%%); "
+                "MPI_Iallreduce+Wait: alpha %.1f us, 1/beta %.3f GB/s (worst %.0f%%)\n\n",
+                fb.alpha * 1e6, 1e-9 / fb.beta, 100 * worst_residual(fb, blocking), fn.alpha * 1e6, 1e-9 / fn.beta,
+                100 * worst_residual(fn, nonblocking));
   std::vector<LayerCost> layers;
   for (const auto& l : j.at("layers"))
     layers.push_back({l.at("name").get<std::string>(), l.at("backward_s").get<double>(), l.at("grad_bytes").get<double>()});
@@ -77,7 +83,7 @@ void measured_rows(const std::string& path, double& worst_error) {
         predict_step(j.at("forward_s").get<double>(), layers, j.at("update_s").get<double>(), buckets, allreduce, false);
     const double measured = cfg.at("step_s").get<double>(), error = (p.step - measured) / measured;
     worst_error = std::max(worst_error, std::abs(error));
-    const double hidden = p.comm_total > 0 ? 1 - p.exposed / p.comm_total : 1;
+    const double hidden = p.comm_total > 0 ? std::max(0.0, 1 - p.exposed / p.comm_total) : 1;
     std::printf("| %d | %g | %zu | %.3f | %.3f | %+.1f%% | %.3f | %.3f / %.3f | %.2f / %.2f |\n", ranks,
                 cfg.at("bucket_mib").get<double>(), buckets.size(), measured * 1e3, p.step * 1e3, 100 * error,
                 serial.step * 1e3, cfg.at("allreduce_s").get<double>() * 1e3, p.comm_total * 1e3,
