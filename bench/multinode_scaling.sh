@@ -34,12 +34,12 @@ export OMP_NUM_THREADS=1
 # network: config, local batch, largest all-reduce of the alpha-beta fit (MiB)
 networks=("cnn examples/fashion-mnist/cnn.ini ${CNN_BATCH:-64} 16"
           "vgg bench/models/vgg_like.ini ${VGG_BATCH:-16} 128")
-# On one host: glibc keeps freed memory mapped (this project's VMs hand freed
-# pages back to the host, and MPI's per-call temporary buffers of tens of MB
-# then cost seconds of page faults), and shared-memory messages are copied
+# glibc keeps freed memory mapped: on this project's VMs (which report freed
+# pages to the host) MPI's per-call temporary buffers of tens of MB otherwise
+# cost seconds of page faults. On one host, shared-memory messages are copied
 # through the shared segment, as a network would carry them, not with CMA.
-local_mpi_opts=(-x MALLOC_MMAP_MAX_=0 -x MALLOC_TRIM_THRESHOLD_=8589934592
-                --mca btl_vader_single_copy_mechanism none --oversubscribe --bind-to none)
+malloc_opts=(-x MALLOC_MMAP_MAX_=0 -x MALLOC_TRIM_THRESHOLD_=8589934592)
+local_mpi_opts=("${malloc_opts[@]}" --mca btl_vader_single_copy_mechanism none --oversubscribe --bind-to none)
 
 # ---------------------------------------------------------------------------
 # HOOK for the multi-node namespace cluster (issue #15 item 1), to be wired
@@ -75,7 +75,7 @@ profile() {
   local args=("$config" --batch "$batch" --reps "$reps" --buckets "$buckets" --max-allreduce-mib "$max_mib" --output "$file")
   if [ -n "${CLUSTER_DIR:-}" ]; then
     cluster_exec node1 mpirun -n "$n" --host "$(node_list "$n")" --mca btl self,tcp --mca btl_tcp_if_include eth0 \
-      --mca oob_tcp_if_include eth0 -x OMP_NUM_THREADS "$PWD/$build/bench/step_profile" "${args[@]}"
+      --mca oob_tcp_if_include eth0 -x OMP_NUM_THREADS "${malloc_opts[@]}" "$(cd "$build" && pwd)/bench/step_profile" "${args[@]}"
   else
     mpirun -n "$n" "${local_mpi_opts[@]}" "$build/bench/step_profile" "${args[@]}"
   fi
