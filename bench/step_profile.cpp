@@ -1,0 +1,376 @@
+// What the scaling model (bench/scaling_model, docs/scaling.md) needs from
+// one run of a network on P ranks, measured with the runtime's own pieces
+// (Network, GradientBuckets, Optimizer) and written as one JSON file:
+//  1. compute profile, no communication: forward (with the loss), each
+//     layer's backward in backward order (from the timestamps of Network's
+//     gradients-ready callback, the hook the buckets start from) with its
+//     gradient bytes, and the optimizer update; per step the slowest rank's, medians;
+//  2. MPI_Allreduce and MPI_Iallreduce + MPI_Wait of float buffers from 4 KiB
+//     up to --max-allreduce-mib (x4 each time): the points of the alpha-beta fit;
+//  3. per bucket size: the bucket layout (layers, bytes), the bucketed
+//     all-reduce alone, and training steps with the all-reduce overlapped as
+//     the runtime does it: step, forward, backward, wait in finish(), update,
+//     the share of gradient bytes reduced before backward ended.
+// Parts 1 and 3 take turns step by step (a slow spell of a shared machine
+// then falls on all of them alike); every all-reduce's sum is checked.
+//   mpirun -n P step_profile CONFIG.ini [--batch 64] [--reps 20] [--buckets 0.25,25]
+//                            [--max-allreduce-mib 256] [--output profile.json]
+#include <mpi.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_common.h"
+#include "layers/softmax.h"
+#include "runtime/core/blas.h"
+#include "runtime/parallel/gradient_buckets.h"
+#include "runtime/training/optimizer.h"
+
+namespace {
+
+using namespace dlscale;
+using namespace dlscale::bench;
+using Json = nlohmann::ordered_json;
+
+struct Args {
+  std::string config, output = "profile.json";
+  int batch = 64, reps = 20;
+  std::vector<double> bucket_mib{0.25, 25};
+  double max_allreduce_mib = 256;
+};
+
+Args parse_args(int argc, char** argv) {
+  if (argc < 2) fail("usage: step_profile CONFIG.ini [--batch N] [--reps N] [--buckets MiB,MiB] "
+                     "[--max-allreduce-mib MiB] [--output FILE]");
+  Args a;
+  a.config = argv[1];
+  for (int i = 2; i < argc; i += 2) {
+    const std::string key = argv[i];
+    if (i + 1 >= argc) fail("step_profile: " + key + " needs a value");
+    const std::string value = argv[i + 1];
+    if (key == "--batch") a.batch = std::stoi(value);
+    else if (key == "--reps") a.reps = std::stoi(value);
+    else if (key == "--max-allreduce-mib") a.max_allreduce_mib = std::stod(value);
+    else if (key == "--output") a.output = value;
+    else if (key == "--buckets") {
+      a.bucket_mib.clear();
+      std::stringstream in(value);
+      for (std::string item; std::getline(in, item, ',');) a.bucket_mib.push_back(std::stod(item));
+    } else fail("step_profile: unknown option " + key);
+  }
+  if (a.batch < 1 || a.reps < 1 || a.bucket_mib.empty()) fail("step_profile: batch, reps and buckets must be positive");
+  return a;
+}
+
+// The config's `solver = ...` (sgdm when absent): the update costs what the run's solver costs.
+std::string read_solver(const std::string& path) {
+  std::ifstream in(path);
+  std::string solver = "sgdm";
+  for (std::string line; std::getline(in, line);) {
+    auto eq = line.find('=');
+    if (eq == std::string::npos || line.rfind("solver", 0) != 0) continue;
+    std::stringstream v(line.substr(eq + 1));
+    v >> solver;
+  }
+  return solver;
+}
+
+// The layers Network::backward reports, in its order (it skips add joins, the
+// final softmax, and a first layer without params): names and params.
+struct BackwardLayer {
+  std::string name;
+  std::vector<Param*> params;
+  std::size_t grad_bytes = 0;
+};
+
+std::vector<BackwardLayer> backward_layers(Network& net) {
+  std::vector<BackwardLayer> out;
+  const auto& nodes = net.nodes();
+  for (int i = static_cast<int>(nodes.size()) - 2; i >= 0; --i) {
+    if (!nodes[i].layer) continue;
+    if (i == 0 && nodes[i].layer->params().empty()) break;
+    BackwardLayer l{std::to_string(i + 1) + " " + nodes[i].kind + " (" + nodes[i].name + ")",
+                    nodes[i].layer->params(), 0};
+    for (Param* p : l.params) l.grad_bytes += p->grad.bytes();
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+// One training step's input: random images and labels of the local batch.
+struct Batch {
+  Tensor x;
+  std::vector<std::int32_t> labels;
+};
+
+Batch random_batch(Network& net, int batch, int rank) {
+  Rng rng(rank + 1);
+  Shape xs{batch};
+  xs.insert(xs.end(), net.spec().input_shape.begin(), net.spec().input_shape.end());
+  Batch b{Tensor(xs), std::vector<std::int32_t>(batch)};
+  for (std::int64_t i = 0; i < b.x.numel(); ++i) b.x.data<float>()[i] = static_cast<float>(rng.uniform());
+  for (auto& l : b.labels) l = static_cast<std::int32_t>(rng.below(net.num_classes()));
+  return b;
+}
+
+struct Context {
+  Communicator& comm;
+  Network& net;
+  Optimizer& opt;
+  Batch batch;
+  std::vector<BackwardLayer> layers;
+  int reps;
+};
+
+void forward_loss(Context& c, Tensor& dlogits) {
+  softmax_cross_entropy(c.net.forward_logits(c.batch.x, true), c.batch.labels.data(),
+                        double(c.batch.labels.size()) * c.comm.size(), dlogits);
+}
+
+// Part 1, one step: forward, each layer's backward and the update on every
+// rank without communication; rank 0 keeps the figures of the rank whose
+// step took longest (in a synchronous step every rank waits for it).
+void profile_step(Context& c, std::vector<std::vector<double>>& t, std::vector<int>& slowest, bool record) {
+  const std::size_t n = c.layers.size();
+  std::vector<double> mine(n + 2);  // [0] forward, [1..n] layers, [n+1] update
+  Tensor dlogits;
+  c.comm.barrier("step_profile");
+  auto t0 = Clock::now();
+  forward_loss(c, dlogits);
+  mine[0] = since(t0);
+  std::vector<double> stamps;
+  t0 = Clock::now();
+  c.net.backward(dlogits, [&](const std::vector<Param*>&) { stamps.push_back(since(t0)); });
+  if (stamps.size() != n)
+    fail("step_profile: backward reported " + std::to_string(stamps.size()) + " layers, expected " + std::to_string(n));
+  t0 = Clock::now();
+  c.opt.step(c.net.params(), 1e-4);
+  mine[n + 1] = since(t0);
+  for (std::size_t i = 0; i < n; ++i) mine[i + 1] = stamps[i] - (i ? stamps[i - 1] : 0.0);
+  const std::vector<double> all = c.comm.gather(mine.data(), static_cast<int>(mine.size()));
+  if (!record || c.comm.rank() != 0) return;
+  std::size_t pick = 0;
+  double most = -1;
+  for (int k = 0; k < c.comm.size(); ++k) {
+    double sum = 0;
+    for (std::size_t i = 0; i < mine.size(); ++i) sum += all[k * mine.size() + i];
+    if (sum > most) most = sum, pick = k;
+  }
+  ++slowest[pick];
+  t.resize(mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) t[i].push_back(all[pick * mine.size() + i]);
+}
+
+// Part 1's figures: medians over the recorded steps.
+Json profile_summary(const Context& c, const std::vector<std::vector<double>>& t, const std::vector<int>& slowest) {
+  const std::size_t n = c.layers.size();
+  Json j;
+  j["slowest_rank_steps"] = slowest;  // how often each rank was the slowest
+  j["forward_s"] = median(t[0]);
+  j["update_s"] = median(t[n + 1]);
+  double bwd = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double m = median(t[i + 1]);
+    bwd += m;
+    j["layers"].push_back({{"name", c.layers[i].name}, {"backward_s", m}, {"grad_bytes", c.layers[i].grad_bytes}});
+  }
+  j["backward_s"] = bwd;
+  return j;
+}
+
+// Seconds per all-reduce of `buf`, blocking or not: the sum is checked on
+// a first call, then `reps` calls run back to back and the slowest rank's
+// mean is kept. (Timing each call after its own barrier would add the skew
+// with which ranks leave the barrier, tens of ms on a loaded host.)
+double time_allreduce(Communicator& comm, std::vector<float>& buf, bool blocking, int reps) {
+  const int count = static_cast<int>(buf.size());
+  auto once = [&] {
+    if (blocking) {
+      DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, comm.get()));
+    } else {
+      MPI_Request req;
+      DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, comm.get(), &req));
+      DLSCALE_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    }
+  };
+  std::fill(buf.begin(), buf.end(), 1.0f);
+  once();
+  if (buf[buf.size() / 2] != static_cast<float>(comm.size()) || buf.back() != static_cast<float>(comm.size()))
+    fail("step_profile: all-reduce of " + std::to_string(count) + " floats gave a wrong sum");
+  std::fill(buf.begin(), buf.end(), 0.0f);  // stays 0: the sums of later calls stay exact
+  comm.barrier("step_profile");
+  const auto t0 = Clock::now();
+  for (int r = 0; r < reps; ++r) once();
+  return comm.allreduce_max(since(t0) / reps);
+}
+
+// Part 2: the points of the alpha-beta fit.
+Json allreduce_sweep(Communicator& comm, double max_mib) {
+  Json j = {{"blocking", Json::array()}, {"nonblocking", Json::array()}};
+  for (std::size_t bytes = 4096; bytes <= static_cast<std::size_t>(max_mib * (1 << 20)); bytes *= 4) {
+    std::vector<float> buf(bytes / 4);
+    const int reps = static_cast<int>(std::clamp<std::size_t>((std::size_t(64) << 20) / bytes, 3, 20));
+    for (bool blocking : {true, false})
+      j[blocking ? "blocking" : "nonblocking"].push_back(
+          {{"bytes", bytes}, {"seconds", time_allreduce(comm, buf, blocking, reps)}});
+  }
+  return j;
+}
+
+// The bucket plan as layers: which layers (indices in backward order) have
+// params in each bucket, and the bucket's bytes.
+Json bucket_layout(const GradientBuckets& buckets, const std::vector<BackwardLayer>& layers) {
+  std::map<const Param*, std::size_t> layer_of;
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    for (const Param* p : layers[i].params) layer_of[p] = i;
+  Json out = Json::array();
+  const auto sizes = buckets.bucket_sizes_bytes();
+  for (std::size_t b = 0; b < buckets.bucket_count(); ++b) {
+    std::vector<std::size_t> idx;
+    for (const Param* p : buckets.bucket_params(b)) {
+      auto it = layer_of.find(p);
+      if (it == layer_of.end()) fail("step_profile: a bucketed param belongs to no layer backward reports");
+      if (idx.empty() || idx.back() != it->second) idx.push_back(it->second);
+    }
+    out.push_back({{"bytes", sizes[b]}, {"layers", idx}});
+  }
+  return out;
+}
+
+// Part 3, a block of `steps` steps of one bucket size, with a bucketer of
+// its own (built outside the timing; it copies the gradients, so its buffer
+// is touched before): the bucketed all-reduce alone (all gradients ready at
+// once, sum checked on a first call), then training steps with the
+// all-reduce overlapped as the trainer does it. Both run back to back, as in
+// training, and are timed as blocks (slowest rank's mean), so the skew of
+// leaving a barrier is not counted in every step; forward, backward, wait
+// and update are rank 0's per step.
+struct ConfigTimes {
+  double bucket_mib = 0;
+  Json layout;
+  std::vector<double> alone, step, forward, backward, wait, update, hidden;
+};
+
+void allreduce_all(GradientBuckets& buckets, const std::vector<Param*>& params) {
+  for (auto it = params.rbegin(); it != params.rend(); ++it) buckets.mark_ready({*it});
+  buckets.finish();
+}
+
+void overlapped_block(Context& c, ConfigTimes& ct, int steps, bool record) {
+  GradientBuckets buckets(c.net.params(), c.comm, static_cast<std::size_t>(ct.bucket_mib * (1 << 20)));
+  if (ct.layout.is_null()) ct.layout = bucket_layout(buckets, c.layers);
+  auto params = c.net.params();
+  for (Param* p : params) std::fill_n(p->grad.data<float>(), p->grad.numel(), 1.0f);
+  allreduce_all(buckets, params);
+  for (Param* p : params)
+    if (p->grad.data<float>()[p->grad.numel() - 1] != static_cast<float>(c.comm.size()))
+      fail("step_profile: the bucketed all-reduce gave a wrong sum");
+  c.comm.barrier("step_profile");
+  auto t0 = Clock::now();
+  for (int k = 0; k < steps; ++k) allreduce_all(buckets, params);
+  const double alone = since(t0) / steps, hidden_alone = buckets.hidden_share();
+  Tensor dlogits;
+  std::vector<double> v[4];
+  c.comm.barrier("step_profile");
+  t0 = Clock::now();
+  for (int k = 0; k < steps; ++k) {
+    const auto s0 = Clock::now();
+    forward_loss(c, dlogits);
+    v[0].push_back(since(s0));
+    c.net.backward(dlogits, [&](const std::vector<Param*>& ready) { buckets.mark_ready(ready); });
+    v[1].push_back(since(s0) - v[0].back());
+    buckets.finish();
+    v[2].push_back(since(s0) - v[0].back() - v[1].back());
+    c.opt.step(c.net.params(), 1e-4);
+    v[3].push_back(since(s0) - v[0].back() - v[1].back() - v[2].back());
+  }
+  const double step = since(t0) / steps;
+  const double slowest_alone = c.comm.allreduce_max(alone), slowest_step = c.comm.allreduce_max(step);
+  if (!record) return;
+  ct.alone.push_back(slowest_alone);
+  ct.step.push_back(slowest_step);
+  for (int k = 0; k < steps; ++k) {
+    ct.forward.push_back(v[0][k]);
+    ct.backward.push_back(v[1][k]);
+    ct.wait.push_back(v[2][k]);
+    ct.update.push_back(v[3][k]);
+  }
+  // hidden_share() counts every finish(): 1 + steps alone, then the training steps.
+  const double n_alone = 1.0 + steps;
+  ct.hidden.push_back((buckets.hidden_share() * (n_alone + steps) - hidden_alone * n_alone) / steps);
+}
+
+Json config_summary(const Context& c, const ConfigTimes& ct) {
+  double hidden = 0;
+  for (double h : ct.hidden) hidden += h / ct.hidden.size();
+  const double alone = median(ct.alone), wait = median(ct.wait);
+  return {{"bucket_mib", ct.bucket_mib},
+          {"buckets", ct.layout},
+          {"allreduce_s", alone},
+          {"step_s", median(ct.step)},
+          {"forward_s", median(ct.forward)},
+          {"backward_s", median(ct.backward)},
+          {"wait_s", wait},
+          {"update_s", median(ct.update)},
+          {"hidden_share", hidden},
+          {"hidden_time_share", c.comm.size() == 1 ? 1.0 : std::max(0.0, 1.0 - wait / std::max(alone, 1e-12))}};
+}
+
+int run(int argc, char** argv) {
+  Communicator comm;
+  const Args a = parse_args(argc, argv);
+  set_cpu_threads(1);
+  Network net(read_spec(a.config), DType::f32, 1);
+  SolverOptions solver;
+  solver.solver = read_solver(a.config);
+  auto opt = make_optimizer(solver);
+  Context c{comm, net, *opt, random_batch(net, a.batch, comm.rank()), backward_layers(net), a.reps};
+  std::size_t grad_bytes = 0;
+  for (const auto& l : c.layers) grad_bytes += l.grad_bytes;
+
+  Json out = {{"config", a.config}, {"ranks", comm.size()}, {"local_batch", a.batch}, {"repetitions", a.reps},
+              {"solver", solver.solver}, {"threads_per_rank", 1}, {"grad_bytes", grad_bytes}};
+  // Parts 1 and 3 take turns in rounds, so that a slow spell of a shared
+  // machine falls on the profile and on every bucket size alike.
+  std::vector<std::vector<double>> profile_t;
+  std::vector<int> slowest(comm.size());
+  std::vector<ConfigTimes> times;
+  for (double mib : a.bucket_mib) times.push_back({mib, {}, {}, {}, {}, {}, {}, {}, {}});
+  // Round 0 warms up (one step each); rounds 1 and 2 record reps/2 steps each.
+  const int block = std::max(1, a.reps / 2);
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 0; k < (round ? block : 1); ++k) profile_step(c, profile_t, slowest, round > 0);
+    for (auto& ct : times) overlapped_block(c, ct, round ? block : 1, round > 0);
+  }
+  Json sweep = allreduce_sweep(comm, a.max_allreduce_mib);
+  if (comm.rank() != 0) return 0;
+  Json profile = profile_summary(c, profile_t, slowest);
+  Json configs = Json::array();
+  for (const auto& ct : times) configs.push_back(config_summary(c, ct));
+  for (auto& [k, v] : profile.items()) out[k] = v;
+  out["allreduce"] = sweep;
+  out["configurations"] = configs;
+  std::ofstream f(a.output);
+  f << out.dump(1) << "\n";
+  if (!f) fail("step_profile: cannot write " + a.output);
+  std::printf("ranks %d, %s, local batch %d: forward %.3f ms, backward %.3f ms, update %.3f ms, %.2f MB of gradients\n",
+              comm.size(), a.config.c_str(), a.batch, out["forward_s"].get<double>() * 1e3,
+              out["backward_s"].get<double>() * 1e3, out["update_s"].get<double>() * 1e3, grad_bytes / 1e6);
+  for (const auto& cfg : configs)
+    std::printf("  buckets %.2f MiB (%zu): step %.3f ms, all-reduce alone %.3f ms, wait %.3f ms, hidden %.2f\n",
+                cfg["bucket_mib"].get<double>(), cfg["buckets"].size(), cfg["step_s"].get<double>() * 1e3,
+                cfg["allreduce_s"].get<double>() * 1e3, cfg["wait_s"].get<double>() * 1e3,
+                cfg["hidden_share"].get<double>());
+  std::printf("wrote %s\n", a.output.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return dlscale::bench::run_benchmark("step_profile", run, argc, argv); }
