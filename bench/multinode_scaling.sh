@@ -10,7 +10,7 @@
 #   CLUSTER_DIR=DIR: run on the namespace cluster started with
 #     slurm/test-cluster.sh start --nodes 3 DIR (one rank per node, MPI over
 #     TCP on eth0, each node's eth0 limited with tc tbf to each of RATES).
-#   Without CLUSTER_DIR (today): on this host, `mpirun -n N` ranks stand for
+#   Without CLUSTER_DIR: on this host, `mpirun -n N` ranks stand for
 #   N nodes, shared memory instead of links, no tc (RATES is ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,31 +41,19 @@ networks=("cnn examples/fashion-mnist/cnn.ini ${CNN_BATCH:-64} 16"
 malloc_opts=(-x MALLOC_MMAP_MAX_=0 -x MALLOC_TRIM_THRESHOLD_=8589934592)
 local_mpi_opts=("${malloc_opts[@]}" --mca btl_vader_single_copy_mechanism none --oversubscribe --bind-to none)
 
-# ---------------------------------------------------------------------------
-# HOOK for the multi-node namespace cluster (issue #15 item 1), to be wired
-# when slurm/test-cluster.sh grows --nodes: how to run a command inside node
-# NAME, and how the nodes are named. Everything else below is the same on
-# the cluster and on one host.
+# The multi-node namespace cluster (slurm/test-cluster.sh start --nodes N
+# CLUSTER_DIR): commands run inside node NAME; nodes are node1..nodeN.
 cluster_exec() {  # cluster_exec NODE COMMAND...
-  local node=$1; shift
-  # LEAD: replace with the cluster's way in, e.g.
-  #   slurm/test-cluster.sh exec "$CLUSTER_DIR" "$node" -- "$@"
-  echo "multinode_scaling.sh: cluster_exec is not wired yet (node $node: $*)" >&2
-  return 1
+  slurm/test-cluster.sh exec "$CLUSTER_DIR" "$@"
 }
 node_list() { local n=$1 i s=""; for ((i = 1; i <= n; i++)); do s+="${s:+,}node$i"; done; echo "$s"; }
-# ---------------------------------------------------------------------------
 
 # limit_links N RATE: every node's eth0 sends at most RATE (tbf; "none" lifts it).
 limit_links() {
   local n=$1 rate=$2 i
   [ -n "${CLUSTER_DIR:-}" ] || return 0
   for ((i = 1; i <= n; i++)); do
-    if [ "$rate" = none ]; then
-      cluster_exec "node$i" tc qdisc del dev eth0 root 2>/dev/null || true
-    else
-      cluster_exec "node$i" tc qdisc replace dev eth0 root tbf rate "$rate" burst 256kb latency 100ms
-    fi
+    slurm/test-cluster.sh link "$CLUSTER_DIR" "node$i" "$rate"  # tbf on both ends of node i's link
   done
 }
 
