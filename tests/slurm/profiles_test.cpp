@@ -136,7 +136,6 @@ TEST(Profiles, MistakesAreErrors) {
   has("[a]\ntype = slurm\nnodes = 4-3\n", ":3: [a] nodes = 4-3: expected a node count");
   has("[a]\ntype = slurm\nnodes = 0-2\n", ":3: [a] nodes = 0-2: expected a node count");
   has("[a]\ntype = slurm\nnodes = 0\n", ":3: [a] nodes = 0: expected a node count");
-  has("[a]\ntype = slurm\nnodes = 0\n", "nodes = 0: expected an integer >= 1");
   has("[a]\ntype = slurm\ntime = 2 hours\n", "time = 2 hours: expected a Slurm time limit");
   has("[a]\ntype = slurm\nstage-data = maybe\n", "stage-data = maybe: expected true or false");
   has("[a]\ntype = slurm\nqos = x\nqos = y\n", ":4: [a] key 'qos' is given twice");
