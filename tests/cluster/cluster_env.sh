@@ -59,3 +59,16 @@ wait_job() {
 
 # The rank table rank 0 logs: "RANK HOST LOCAL" lines.
 rank_table() { awk '/^ +rank +host +local/ {on = 1; next} on && $1 ~ /^[0-9]+$/ {print $1, $2, $3; next} on {exit}' "$1"; }
+
+# pids of the processes in node $1 whose command line contains $2 (nodes
+# share this machine's pid space: a process is node K's by its network
+# namespace, the node holder's).
+node_pids() {
+  local holder p
+  holder=$(cat "$cluster/run/holder-$1.pid")
+  for p in /proc/[0-9]*; do
+    [[ $p/ns/net -ef /proc/$holder/ns/net ]] || continue
+    [[ $(tr '\0' ' ' 2>/dev/null <"$p/cmdline") == *"$2"* ]] && echo "${p#/proc/}"
+  done
+  return 0
+}

@@ -18,7 +18,8 @@
 set -euo pipefail
 . "$(dirname "$0")/cluster_env.sh" "$@"
 fashion_mnist
-sed -i 's/^max-epochs = .*/max-epochs = 1/' cnn.ini
+# Two epochs: time to find the ranks and fail a node while the job still runs.
+sed -i 's/^max-epochs = .*/max-epochs = 2/' cnn.ini
 use_cluster_profile
 collective_timeout=30
 node_timeout=$(sed -n 's/^SlurmdTimeout=//p' "$SLURM_CONF")
@@ -30,7 +31,7 @@ job_nodes() { squeue -h -j "$1" -o %N; }
 # Whether job $1 runs on node $2 (squeue compresses its node list: node[1-2]).
 still_on() { [ "$(squeue -h -j "$1" -o %t)" = R ] && [[ " $(scontrol show hostnames "$(job_nodes "$1")" | paste -sd ' ') " == *" $2 "* ]]; }
 # pids of job $2's training ranks on node $1
-rank_pids() { on_node "$1" pgrep -f -- "$scratch/jobs/$2/" | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q " train " && echo "$p"; done || true; }
+rank_pids() { node_pids "$1" "$dlscale train $scratch/jobs/$2/"; }
 
 reference=$(submit_job cnn.ini --name reference --nodes 2 --tasks-per-node 2 -- "${train[@]}")
 [ "$(wait_job "$reference")" = done ] || fail "the reference job did not finish: $(tail -n 20 "$scratch/jobs/$reference/log.txt")"
@@ -42,8 +43,8 @@ for fault in kill link restart shrink; do
   job=$(submit_job cnn.ini --name "node-$fault" "${shape[@]}" -- "${train[@]}")
   log=$scratch/jobs/$job/log.txt
   begin=$SECONDS
-  until (($(iteration "$job") >= 150)); do
-    ((SECONDS - begin < 300)) || fail "$job did not reach iteration 150: $(tail -n 5 "$log" 2>/dev/null)"
+  until (($(iteration "$job") >= 120)); do
+    ((SECONDS - begin < 300)) || fail "$job did not reach iteration 120: $(tail -n 5 "$log" 2>/dev/null)"
     sleep 1
   done
   id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["slurm_job_id"])' "$scratch/jobs/$job/job.json")

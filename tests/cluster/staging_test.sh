@@ -36,13 +36,15 @@ for ending in normal cancel failed-rank; do
     ((SECONDS - begin < 300)) || fail "$job did not reach iteration 50: $(tail -n 20 "$scratch/jobs/$job/log.txt")"
     sleep 1
   done
-  # While it runs: its two nodes hold one verified copy of each dataset (train, test), the others none.
+  # While it runs: its two nodes hold one verified copy of each dataset, the
+  # others none. cnn.ini's validation and test data are one folder: copied
+  # once, under the first option naming it.
   nodes=$(scontrol show hostnames "$(squeue -h -j "$id" -o %N)" | paste -sd ' ')
   stage_folders "$id" >during.txt
   [ "$(awk -F: '{print $1}' during.txt | paste -sd ' ')" = "$nodes" ] || fail "stage folders on $(cat during.txt), the job runs on $nodes"
   while read -r node entries; do
-    [ "$entries" = "test-data train-data" ] || fail "$node holds '$entries' in its stage folder (a partial copy, or one per rank?)"
-    for d in test-data train-data; do
+    [ "$entries" = "train-data validation-data" ] || fail "$node holds '$entries' in its stage folder (a partial copy, or one per rank?)"
+    for d in $entries; do
       [ -f "$cluster/node/${node%:}/tmp/dlscale-$id/$d/dlscale-staged.json" ] || fail "$node's copy of $d has no verification marker"
     done
   done <during.txt

@@ -14,18 +14,9 @@ sed -i 's/^max-epochs = .*/max-epochs = 1/' cnn.ini
 on_node node1 srun --mpi=pmix --nodes=2 --ntasks-per-node=2 --nodelist=node1,node2 \
   "$dlscale" train cnn.ini --threads 1 --validation-data "" --output run >train.txt 2>&1 &
 train=$!
-# The slowing: node2's training ranks, found by their namespace's holder.
-holder=$(cat "$cluster/run/holder-node2.pid")
-ranks_of_node2() {
-  local p
-  for p in /proc/[0-9]*; do
-    [[ $p/ns/net -ef /proc/$holder/ns/net ]] || continue
-    [[ $(tr '\0' ' ' 2>/dev/null <"$p/cmdline") == *"$dlscale train"* ]] && echo "${p#/proc/}"
-  done
-  return 0
-}
+# The slowing: node2's training ranks.
 pids=""
-for ((i = 0; i < 600 && $(wc -w <<<"$pids") < 2; i++)); do pids=$(ranks_of_node2); sleep 0.1; done
+for ((i = 0; i < 600 && $(wc -w <<<"$pids") < 2; i++)); do pids=$(node_pids node2 "$dlscale train"); sleep 0.1; done
 [ "$(wc -w <<<"$pids")" -eq 2 ] || fail "node2's two ranks did not start: $(cat train.txt)"
 while kill -0 "$train" 2>/dev/null; do
   kill -STOP $pids 2>/dev/null || true
