@@ -131,7 +131,8 @@ void prologue(std::ostream& out, const ScriptSpec& s) {
            "trap : USR1\n"
            "# A requeued job starts here again: the previous start's exit status and preemption\n"
            "# marker are history (the marker is what requeues the job, see the end).\n"
-           "rm -f \"$task_dir/exit-status\" \"$task_dir/run/" << kPreemptedMarker << "\"\n"
+           "rm -f \"$task_dir/exit-status\" \"$task_dir/run/" << kPreemptedMarker << "\" \"$task_dir/run/"
+        << kLostRankMarker << "\"\n"
            "[ -z \"${SLURM_RESTART_COUNT:-}\" ] || echo \"dlscale: started again after a requeue "
            "(restart $SLURM_RESTART_COUNT)\"\n";
   out << "date -u +%Y-%m-%dT%H:%M:%SZ >\"$task_dir/started\"\n\n";
@@ -214,12 +215,16 @@ void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::s
   out << (p.is_slurm() ? " || status=$?\n" : "\n");
 }
 
+// How often a job requeues itself because ranks stopped answering (RUN/lost-rank).
+constexpr int kLostRankRequeues = 3;
+
 // RUN/preempted (kPreemptedMarker), left by rank 0 after the checkpoint it
 // stopped at, and not srun's exit code: that is the highest task code or
 // 128+signal, so "stopped at a checkpoint" cannot be read from it, and an
 // error exit never requeues.
 void requeue_when_preempted(std::ostream& out) {
   const std::string marker = std::string("\"$task_dir/run/") + kPreemptedMarker + "\"";
+  const std::string lost = std::string("\"$task_dir/run/") + kLostRankMarker + "\"";
   out << "# Rank 0 leaves run/" << kPreemptedMarker << " once the checkpoint it stopped at is written (USR1 or\n"
          "# TERM to the ranks): the job requeues itself and its next start resumes (--resume auto).\n"
          "# srun's exit code cannot tell this (the highest task code or 128+signal); without the\n"
@@ -228,6 +233,15 @@ void requeue_when_preempted(std::ostream& out) {
          "  trap '' TERM\n"
          "  status=" << kPreemptedExitCode << "\n"
          "  echo \"dlscale: preempted ($(paste -sd ' ' " << marker << ")); requeueing Slurm job $SLURM_JOB_ID to resume from the checkpoint\"\n"
+         "  scontrol requeue \"$SLURM_JOB_ID\" || echo \"dlscale: scontrol requeue failed: resubmit the job to resume it\" >&2\n"
+         "# A rank's watchdog leaves run/" << kLostRankMarker << " when the other ranks stopped answering (a node\n"
+         "# rebooted faster than Slurm noticed, a link cut): requeue to resume from the last\n"
+         "# checkpoint, at most " << kLostRankRequeues << " times in the job's life, since a rank that hangs for a reason\n"
+         "# a restart does not cure would loop.\n"
+         "elif [ -e " << lost << " ] && [ \"${SLURM_RESTART_COUNT:-0}\" -lt " << kLostRankRequeues << " ]; then\n"
+         "  trap '' TERM\n"
+         "  status=" << kPreemptedExitCode << "\n"
+         "  echo \"dlscale: ranks stopped answering ($(paste -sd ' ' " << lost << ")); requeueing Slurm job $SLURM_JOB_ID to resume from the last checkpoint (requeue $(( ${SLURM_RESTART_COUNT:-0} + 1 )) of at most " << kLostRankRequeues << ")\"\n"
          "  scontrol requeue \"$SLURM_JOB_ID\" || echo \"dlscale: scontrol requeue failed: resubmit the job to resume it\" >&2\n"
          "fi\n"
          "exit \"$status\"\n";

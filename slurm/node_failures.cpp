@@ -12,7 +12,9 @@ std::vector<NodeFailure> node_failures(const std::string& log_text) {
   // and one line per rank; a requeued start logs a new one.
   static const std::regex header(R"(^\s*rank\s+host\s+local\b.*)");
   static const std::regex rank_line(R"(^\s*(\d+)\s+(\S+)\s+\d+\s.*)");
-  static const std::regex failure(R"(Node failure on (\S+))");
+  // Slurm's verdict, or Open MPI's lost TCP connection to a peer's host (a
+  // node that rebooted before Slurm noticed, a rank killed with its node).
+  static const std::regex failure(R"((?:Node failure on|Peer host:)\s+(\S+))");
   std::vector<NodeFailure> found;
   std::multimap<std::string, int> ranks_on;  // host -> rank, of the latest table
   std::set<std::string> reported;            // nodes reported since that table (srun and steps may both say it)

@@ -1,6 +1,7 @@
 // The nodes a job lost, read back from its log.txt: Slurm writes "srun:
 // error: Node failure on NODE" when a node of a running step stops answering,
-// cancels the job and requeues it. Which ranks ran there comes from the rank
+// cancels the job and requeues it; Open MPI writes "Peer host: NODE" when a
+// rank's connection to that node broke (a node rebooted before Slurm noticed). Which ranks ran there comes from the rank
 // table rank 0 logged at the start that failed. `dlscale jobs` and `fetch`
 // show it, since the batch script that could have said so was cancelled.
 #pragma once

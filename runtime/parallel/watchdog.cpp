@@ -40,6 +40,11 @@ void CollectiveWatchdog::set_context(const std::string& context) {
   context_ = context;
 }
 
+void CollectiveWatchdog::set_stop_marker(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stop_marker_ = path;
+}
+
 void CollectiveWatchdog::watch() {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto period = std::chrono::duration<double>(std::min(1.0, timeout_s_ / 4));
@@ -54,6 +59,16 @@ void CollectiveWatchdog::watch() {
                  rank_, waited, what, context_.empty() ? "" : " at ", context_.c_str(),
                  limit_name_.load(), limit);
     std::fflush(stderr);
+    if (!stop_marker_.empty()) {
+      // Whole or absent for a reader: written aside, then renamed (every
+      // rank whose watchdog fires may write it; the last rename wins).
+      const std::string tmp = stop_marker_ + ".tmp." + std::to_string(rank_);
+      if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+        std::fprintf(f, "rank %d waited %.0f s in %s%s%s\n", rank_, waited, what, context_.empty() ? "" : " at ",
+                     context_.c_str());
+        if (std::fclose(f) == 0) std::rename(tmp.c_str(), stop_marker_.c_str());
+      }
+    }
     // Not MPI_Abort: MPI is busy in the blocked thread. A dying rank is what
     // mpirun and srun already turn into the end of the whole job.
     std::_Exit(1);

@@ -29,6 +29,9 @@ class CollectiveWatchdog {
   void leave();
   // Extra words for the message, e.g. "iteration 31".
   void set_context(const std::string& context);
+  // A file the watchdog writes (its message, best effort) before it ends
+  // the process: a job script requeues the job when it finds it.
+  void set_stop_marker(const std::string& path);
 
  private:
   void watch();
@@ -42,6 +45,7 @@ class CollectiveWatchdog {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::string context_;
+  std::string stop_marker_;
   bool stop_ = false;
   std::thread thread_;
 };

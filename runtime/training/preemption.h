@@ -12,6 +12,10 @@ constexpr int kPreemptedExitCode = 3;
 // signal stopped the training at a checkpoint ("iteration N", "checkpoint
 // PATH"); a Slurm job script requeues its job when it finds it.
 inline constexpr const char* kPreemptedMarker = "preempted";
+// The file in the run directory that a rank's collective watchdog writes when
+// the other ranks stopped answering (their node rebooted, its link was cut)
+// and it ends the job; a Slurm job script requeues a few times on it.
+inline constexpr const char* kLostRankMarker = "lost-rank";
 
 void install_preemption_handlers();
 bool preemption_requested();

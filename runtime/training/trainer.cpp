@@ -552,6 +552,7 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   // leave the others waiting for ever.
   CollectiveWatchdog watchdog(o.collective_timeout_s, world.rank());
   watchdog.set_context("job setup");
+  if (!o.output.empty()) watchdog.set_stop_marker(o.output + "/" + kLostRankMarker);
   world.set_watchdog(&watchdog);
   JobSetup job = setup_job(o.execution_environment, world);
   // Idle ranks (parallel-auto with GPUs elsewhere) wait for the others.

@@ -3,7 +3,8 @@
 #   - kill: every process of the node is killed (its ranks, slurmstepd, slurmd);
 #   - link: the node's link is cut (ip link set ... down), its processes alive;
 #   - restart: the node is killed and its slurmd started again at once (a
-#     reboot faster than Slurm's node timeout);
+#     reboot faster than Slurm's node timeout: no node failure to Slurm; the
+#     other ranks' watchdog ends the job and the script requeues it);
 #   - shrink: as kill, for a job submitted with --nodes 3-4 (one rank per
 #     node) while no fifth node is free: it is requeued on 3 nodes and the
 #     resumed run re-splits the data over 3 ranks instead of 4.
@@ -70,7 +71,7 @@ for fault in kill link restart shrink; do
     for ((i = 0; i < 30; i++)); do [ -r "/proc/$p/stat" ] && [ "$(awk '{print $3}' "/proc/$p/stat")" != Z ] || break; sleep 1; done
     [ ! -r "/proc/$p/stat" ] || [ "$(awk '{print $3}' "/proc/$p/stat")" = Z ] || fail "rank pid $p of $job still runs on $survivor after the $fault of $victim"
   done
-  grep -q "$victim" <(grep -i "fail\|error\|timed out" "$log") || fail "the log of $job does not name $victim: $(tail -n 20 "$log")"
+  grep -q "$victim" <(grep -i "fail\|error\|timed out\|peer host" "$log") || fail "the log of $job does not name $victim: $(tail -n 20 "$log")"
   # Requeued: it resumes from a checkpoint and finishes.
   state=$(wait_job "$job" 600)
   [ "$state" = done ] || fail "$job after the $fault ended $state: $(tail -n 30 "$log")"

@@ -92,6 +92,7 @@ struct ScriptRun {
 struct StandIns {
   int srun_exit = 0;
   bool srun_leaves_marker = false;  // what rank 0 does once it stopped at a checkpoint
+  bool srun_leaves_lost_rank = false;  // what a rank's watchdog does when the others stopped answering
   bool stale_marker = false;        // a marker left by an earlier start
   bool finished_before = false;     // run/model.h5 exists
   std::string restart_count;        // SLURM_RESTART_COUNT, when set
@@ -108,6 +109,10 @@ ScriptRun run_with_stand_ins(const std::string& name, const StandIns& how) {
   std::ofstream(dir / "bin" / "srun") << "#!/bin/bash\necho \"$*\" >>" << shell_quote((dir / "srun.calls").string())
                                       << "\n"
                                       << (how.srun_leaves_marker ? "echo 'iteration 150' >" + shell_quote(marker.string()) : "")
+                                      << (how.srun_leaves_lost_rank
+                                              ? "\necho 'rank 0 waited 30 s in the gradient all-reduce' >" +
+                                                    shell_quote((dir / "job" / "run" / kLostRankMarker).string())
+                                              : "")
                                       << "\nexit " << how.srun_exit << "\n";
   std::ofstream(dir / "bin" / "scontrol") << "#!/bin/bash\necho \"$*\" >>"
                                           << shell_quote((dir / "scontrol.calls").string()) << "\n";
@@ -126,6 +131,25 @@ ScriptRun run_with_stand_ins(const std::string& name, const StandIns& how) {
                 read_record((dir / "job").string(), "exit-status"), fs::exists(marker)};
   fs::remove_all(dir);
   return run;
+}
+
+// A node that reboots faster than Slurm's node timeout is no node failure to
+// Slurm: the other ranks' watchdog ends the job (exit 1) and leaves
+// run/lost-rank, and the script requeues, at most 3 times in the job's life.
+TEST(JobScript, LostRankMarkerRequeuesAtMostThreeTimes) {
+  for (const std::string count : {"", "2"}) {
+    ScriptRun r = run_with_stand_ins("lost-" + count, {.srun_exit = 1, .srun_leaves_lost_rank = true, .restart_count = count});
+    EXPECT_EQ(r.scontrol_calls, "requeue 4242\n") << r.out;
+    EXPECT_EQ(r.exit_code, 3) << r.out;
+    EXPECT_NE(r.out.find("dlscale: ranks stopped answering (rank 0 waited 30 s in the gradient all-reduce); requeueing "
+                         "Slurm job 4242 to resume from the last checkpoint (requeue " +
+                         std::to_string(count.empty() ? 1 : 3) + " of at most 3)"),
+              std::string::npos)
+        << r.out;
+  }
+  ScriptRun r = run_with_stand_ins("lost-3", {.srun_exit = 1, .srun_leaves_lost_rank = true, .restart_count = "3"});
+  EXPECT_EQ(r.scontrol_calls, "") << "a fourth start must not requeue:\n" << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.out;
 }
 
 // srun's exit code is the highest task code or 128+signal: what requeues is

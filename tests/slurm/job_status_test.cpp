@@ -160,6 +160,10 @@ TEST(NodeFailures, EachStartSpeaksForItselfAndALogWithoutFailuresHasNone) {
   EXPECT_EQ(describe(f), "node2 failed (ranks 2, 3); node4 failed (ranks 2, 3)");
   // A failure before any rank table (the step never started): the node alone.
   EXPECT_EQ(describe(node_failures("srun: error: Node failure on node9\n")), "node9 failed");
+  // Open MPI's lost connection alone (the node came back before Slurm noticed).
+  EXPECT_EQ(describe(node_failures("   rank  host   local\n      0  n1      0  cpu\n      1  n2      0  cpu\n"
+                                   "  Local host: n1\n  Peer host:  n2\n")),
+            "n2 failed (rank 1)");
   EXPECT_TRUE(node_failures("   rank  host   local\n      0  node1      0  cpu\n|  1 |  100 |\n").empty());
 }
 

@@ -23,7 +23,7 @@ trap 'exit 143' TERM
 trap : USR1
 # A requeued job starts here again: the previous start's exit status and preemption
 # marker are history (the marker is what requeues the job, see the end).
-rm -f "$task_dir/exit-status" "$task_dir/run/preempted"
+rm -f "$task_dir/exit-status" "$task_dir/run/preempted" "$task_dir/run/lost-rank"
 [ -z "${SLURM_RESTART_COUNT:-}" ] || echo "dlscale: started again after a requeue (restart $SLURM_RESTART_COUNT)"
 date -u +%Y-%m-%dT%H:%M:%SZ >"$task_dir/started"
 
@@ -44,6 +44,15 @@ if [ -e "$task_dir/run/preempted" ]; then
   trap '' TERM
   status=3
   echo "dlscale: preempted ($(paste -sd ' ' "$task_dir/run/preempted")); requeueing Slurm job $SLURM_JOB_ID to resume from the checkpoint"
+  scontrol requeue "$SLURM_JOB_ID" || echo "dlscale: scontrol requeue failed: resubmit the job to resume it" >&2
+# A rank's watchdog leaves run/lost-rank when the other ranks stopped answering (a node
+# rebooted faster than Slurm noticed, a link cut): requeue to resume from the last
+# checkpoint, at most 3 times in the job's life, since a rank that hangs for a reason
+# a restart does not cure would loop.
+elif [ -e "$task_dir/run/lost-rank" ] && [ "${SLURM_RESTART_COUNT:-0}" -lt 3 ]; then
+  trap '' TERM
+  status=3
+  echo "dlscale: ranks stopped answering ($(paste -sd ' ' "$task_dir/run/lost-rank")); requeueing Slurm job $SLURM_JOB_ID to resume from the last checkpoint (requeue $(( ${SLURM_RESTART_COUNT:-0} + 1 )) of at most 3)"
   scontrol requeue "$SLURM_JOB_ID" || echo "dlscale: scontrol requeue failed: resubmit the job to resume it" >&2
 fi
 exit "$status"
