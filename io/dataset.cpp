@@ -81,6 +81,13 @@ void parse_header(const json& index, const std::string& where, DatasetInfo& info
   }
   info.num_classes = static_cast<int>(int_field(index, "num_classes", where, 1, std::numeric_limits<int>::max()));
   info.num_samples = int_field(index, "num_samples", where, 0);
+  if (auto kind = index.find("kind"); kind != index.end()) {
+    if (!kind->is_string() || (*kind != "tokens" && *kind != "classes"))
+      fail(where + ": field 'kind' must be \"classes\" (the default) or \"tokens\"");
+    info.tokens = *kind == "tokens";
+  }
+  if (info.tokens && (info.sample_shape.size() != 1 || info.sample_type != SampleType::u8))
+    fail(where + ": a token dataset holds windows of T byte ids: 'sample_shape' must be [T] and 'dtype' \"uint8\"");
 }
 
 // A shard name must stay inside the dataset folder: an index copied from
@@ -174,16 +181,18 @@ void check_samples(hid_t file, const DatasetInfo& info, const ShardInfo& shard) 
   if (dims != want) fail(path + ": /samples has shape " + dims_text(dims) + " but index.json says " + dims_text(want));
 }
 
-void check_labels(hid_t file, const ShardInfo& shard) {
+void check_labels(hid_t file, const DatasetInfo& info, const ShardInfo& shard) {
   const std::string& path = shard.path;
   if (!h5_exists(file, fmt::kLabels)) fail(path + ": dataset /labels is missing");
   H5Id set(DLSCALE_H5_ID(H5Dopen2(file, fmt::kLabels, H5P_DEFAULT), path + ": cannot open /labels"));
   H5Id type(H5Dget_type(set.get()));
   if (H5Tget_class(type.get()) != H5T_INTEGER) fail(path + ": /labels must hold integers (int32)");
   auto dims = dataset_dims(set.get());
-  if (dims != std::vector<hsize_t>{static_cast<hsize_t>(shard.count)})
+  std::vector<hsize_t> want{static_cast<hsize_t>(shard.count)};
+  if (info.tokens) want.push_back(static_cast<hsize_t>(info.labels_per_sample()));
+  if (dims != want)
     fail(path + ": /labels has shape " + dims_text(dims) + " but the shard holds " + std::to_string(shard.count) +
-         " samples");
+         (info.tokens ? " windows of " + std::to_string(want[1]) + " targets" : " samples"));
 }
 
 }  // namespace
@@ -217,7 +226,7 @@ DatasetInfo open_dataset(const std::string& dir_arg, const ShardChecks& checks) 
     H5Id file = open_h5_read(shard.path);
     auto lock = hdf5_lock();
     check_samples(file.get(), info, shard);
-    check_labels(file.get(), shard);
+    check_labels(file.get(), info, shard);
   }
   return info;
 }

@@ -1,6 +1,8 @@
 // The dlscale HDF5 dataset: a folder with index.json and shard files, each
 // shard holding /samples (N×C×H×W or N×F, uint8 or float32, chunked by sample
-// ranges) and /labels (N int32). Layout documented in docs/data-format.md.
+// ranges) and /labels (N int32). A token dataset ("kind": "tokens") holds
+// windows of T token ids (N×T uint8, not scaled) and N×T next-token targets.
+// Layout documented in docs/data-format.md.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +29,12 @@ struct DatasetInfo {
   std::string dir;
   Shape sample_shape;       // without the batch dimension
   SampleType sample_type = SampleType::u8;
-  int num_classes = 0;
+  int num_classes = 0;       // for token data: the vocabulary size
   std::int64_t num_samples = 0;
   std::vector<ShardInfo> shards;
+  bool tokens = false;       // samples are token ids, labels the next token at each position
+  // Labels per sample: 1 for classes, T for a token window.
+  std::int64_t labels_per_sample() const { return tokens ? numel(sample_shape) : 1; }
 };
 
 // Which shards this process CRC-checks. Ranks that see the same files (the
@@ -65,7 +70,8 @@ class DatasetReader {
   DatasetReader& operator=(const DatasetReader&) = delete;
 
   // Fills x (resized to indices.size() × sample_shape, element type dtype;
-  // uint8 samples are scaled to [0, 1]) and labels. Runs of consecutive
+  // uint8 samples are scaled to [0, 1], except token ids) and labels
+  // (labels_per_sample() per sample, sample-major). Runs of consecutive
   // indices are read as one hyperslab; nothing outside the asked ranges is
   // requested. A label outside [0, num_classes) is an error naming the shard
   // and the sample.

@@ -118,7 +118,7 @@ DatasetReader::OpenShard& DatasetReader::shard(std::size_t index) {
       H5Id(DLSCALE_H5_ID(H5Dopen2(file.get(), fmt::kSamples, access.get()), info.path + ": cannot open /samples"));
   s->space = H5Id(H5Dget_space(s->samples.get()));
   H5Id labels(DLSCALE_H5_ID(H5Dopen2(file.get(), fmt::kLabels, H5P_DEFAULT), info.path + ": cannot open /labels"));
-  s->labels.resize(static_cast<std::size_t>(info.count));
+  s->labels.resize(static_cast<std::size_t>(info.count * info_.labels_per_sample()));
   DLSCALE_CHECK_H5(H5Dread(labels.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->labels.data()),
                    info.path + ": cannot read /labels");
   s->file = std::move(file);
@@ -131,7 +131,7 @@ void DatasetReader::read(std::span<const std::int64_t> indices, DType dtype, Ten
   Shape shape{static_cast<std::int64_t>(indices.size())};
   shape.insert(shape.end(), info_.sample_shape.begin(), info_.sample_shape.end());
   if (x.shape() != shape || x.dtype() != dtype) x = Tensor(shape, dtype);
-  labels.resize(indices.size());
+  labels.resize(indices.size() * static_cast<std::size_t>(info_.labels_per_sample()));
 
   const std::int64_t sample_numel = numel(info_.sample_shape);
   const bool u8 = info_.sample_type == SampleType::u8;
@@ -151,7 +151,7 @@ void DatasetReader::read(std::span<const std::int64_t> indices, DType dtype, Ten
     {
       auto lock = hdf5_lock();
       OpenShard& s = shard(run.shard);
-      run_labels = s.labels.data() + run.local;
+      run_labels = s.labels.data() + run.local * info_.labels_per_sample();
       select_rows(s.space.get(), run.local, run.count, info.path);
       H5Id many;
       if (run.count == 1 && !one_sample) one_sample = rows_space(info_.sample_shape, 1);
@@ -175,17 +175,24 @@ void DatasetReader::scatter(std::size_t shard_index, std::int64_t local, const s
                             const void* raw, const std::int32_t* raw_labels, Tensor& x,
                             std::vector<std::int32_t>& labels) const {
   const ShardInfo& shard = info_.shards[shard_index];
-  const std::int64_t n = numel(info_.sample_shape);
+  const std::int64_t n = numel(info_.sample_shape), per = info_.labels_per_sample();
   for (std::size_t k = 0; k < out.size(); ++k) {
     std::int64_t global = shard.first + local + static_cast<std::int64_t>(k);
-    std::int32_t label = raw_labels[k];
-    if (label < 0 || label >= info_.num_classes)
-      fail(shard.path + ": sample " + std::to_string(global) + " has label " + std::to_string(label) +
-           ", outside [0, " + std::to_string(info_.num_classes) + ") (num_classes in index.json)");
-    labels[out[k]] = label;
+    for (std::int64_t j = 0; j < per; ++j) {
+      const std::int32_t label = raw_labels[static_cast<std::int64_t>(k) * per + j];
+      if (label < 0 || label >= info_.num_classes)
+        fail(shard.path + ": sample " + std::to_string(global) + " has label " + std::to_string(label) +
+             ", outside [0, " + std::to_string(info_.num_classes) + ") (num_classes in index.json)");
+      labels[static_cast<std::int64_t>(out[k]) * per + j] = label;
+    }
     const std::int64_t offset = static_cast<std::int64_t>(k) * n;
     bool finite = dispatch(x.dtype(), [&]<class T>() {
       T* dst = x.data<T>() + static_cast<std::int64_t>(out[k]) * n;
+      if (info_.tokens) {  // ids, not intensities: kept as they are
+        const std::uint8_t* in = static_cast<const std::uint8_t*>(raw) + offset;
+        for (std::int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(in[i]);
+        return true;
+      }
       if (info_.sample_type == SampleType::u8) {
         convert_u8(static_cast<const std::uint8_t*>(raw) + offset, n, dst);
         return true;

@@ -36,9 +36,12 @@ int validate(const RawDataset& data, int num_classes) {
                   "sample buffer holds " + std::to_string(data.samples.size()) + " bytes but " + std::to_string(n) +
                       " samples of shape " + to_string(data.sample_shape) + " need " + std::to_string(expected));
   DLSCALE_REQUIRE(num_classes >= 0, "the number of classes cannot be negative");
+  DLSCALE_REQUIRE(data.labels.size() == static_cast<std::size_t>(n * data.labels_per_sample),
+                  "labels are not a whole number of samples");
   std::int32_t max_label = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int32_t label = data.labels[static_cast<std::size_t>(i)];
+  for (std::size_t k = 0; k < data.labels.size(); ++k) {
+    const std::int32_t label = data.labels[k];
+    const std::int64_t i = static_cast<std::int64_t>(k) / data.labels_per_sample;
     if (label < 0) fail("sample " + std::to_string(i) + " has negative label " + std::to_string(label));
     if (num_classes > 0 && label >= num_classes)
       fail("sample " + std::to_string(i) + " has label " + std::to_string(label) + ", outside [0, " +
@@ -81,13 +84,15 @@ void write_shard(const std::string& path, const RawDataset& data, std::int64_t f
     auto lock = hdf5_lock();
     H5Id file = create_h5(path);
     write_samples(file.get(), data, first, count, path);
-    hsize_t n = static_cast<hsize_t>(count);
-    H5Id space(H5Screate_simple(1, &n, nullptr));
+    // N labels, or N×T targets for token windows.
+    const hsize_t dims[2] = {static_cast<hsize_t>(count), static_cast<hsize_t>(data.labels_per_sample)};
+    H5Id space(H5Screate_simple(data.tokens ? 2 : 1, dims, nullptr));
     H5Id dcpl = untimed_dataset_creation(path + ": cannot create /labels");
     H5Id set(DLSCALE_H5_ID(
         H5Dcreate2(file.get(), fmt::kLabels, H5T_STD_I32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
         path + ": cannot create /labels"));
-    DLSCALE_CHECK_H5(H5Dwrite(set.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.labels.data() + first),
+    DLSCALE_CHECK_H5(H5Dwrite(set.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                              data.labels.data() + first * data.labels_per_sample),
                      path + ": cannot write /labels");
   }
   sync_path(path);
@@ -107,6 +112,7 @@ void write_index(const std::string& path, const RawDataset& data, int num_classe
                        {"num_classes", num_classes},
                        {"num_samples", data.num_samples()},
                        {"shards", nlohmann::json::array()}};
+  if (data.tokens) index["kind"] = "tokens";
   for (std::size_t i = 0; i < shards.size(); ++i)
     index["shards"].push_back({{"file", fmt::shard_file_name(static_cast<int>(i))},
                                {"num_samples", shards[i].count},

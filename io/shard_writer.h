@@ -15,8 +15,10 @@ struct RawDataset {
   Shape sample_shape;
   SampleType sample_type = SampleType::u8;
   std::vector<std::uint8_t> samples;  // num_samples × numel(sample_shape) elements of sample_type, packed
-  std::vector<std::int32_t> labels;
-  std::int64_t num_samples() const { return static_cast<std::int64_t>(labels.size()); }
+  std::vector<std::int32_t> labels;      // labels_per_sample per sample
+  bool tokens = false;                   // a token dataset (see io/dataset.h)
+  std::int64_t labels_per_sample = 1;    // T for token windows
+  std::int64_t num_samples() const { return static_cast<std::int64_t>(labels.size()) / labels_per_sample; }
 };
 
 // Writes `data` as `shards` shard files plus index.json into `dir`. The

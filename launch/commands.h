@@ -14,6 +14,7 @@ using Args = std::vector<std::string>;  // the arguments after the subcommand
 int train_command(const Args& args, Communicator& comm);
 int shard_command(const Args& args, Communicator& comm);
 int predict_command(const Args& args, Communicator& comm);
+int generate_command(const Args& args, Communicator& comm);
 int info_command(const Args& args, Communicator& comm);
 // Cluster profiles and batch jobs (docs/slurm.md).
 int profiles_command(const Args& args, Communicator& comm);

@@ -27,6 +27,7 @@ const char* kUsage =
     "  train CONFIG [--option value ...]   train a network (options: dlscale train --help)\n"
     "  shard --images F --labels F --output DIR --shards N   convert idx, CSV or .npy data to HDF5 shards\n"
     "  predict --model RUN/model.h5 --data DIR [--output F]  classify a dataset with a trained model\n"
+    "  generate --model RUN/model.h5 --prompt TEXT --tokens N   sample text from a byte-level language model\n"
     "  launch -n N -- train CONFIG ...      start N local ranks through mpirun\n"
     "  info                                 build, devices and the rank layout of this job\n"
     "  profiles                             the cluster profiles, and which is the default\n"
@@ -83,6 +84,7 @@ int run(int argc, char** argv) {
   const std::map<std::string, Command> commands = {{"train", dlscale::train_command},
                                                    {"shard", dlscale::shard_command},
                                                    {"predict", dlscale::predict_command},
+                                                   {"generate", dlscale::generate_command},
                                                    {"info", dlscale::info_command},
                                                    {"profiles", dlscale::profiles_command},
                                                    {"submit", dlscale::submit_command},

@@ -48,7 +48,9 @@ int predict_command(const Args& args, Communicator& comm) {
   std::int64_t index = 0, correct = 0;
   while (auto b = loader.next()) {
     Tensor probs = net->predict(b->x);
-    const std::int64_t k = probs.dim(1);
+    // One row of K probabilities per label: per sample, or per position of
+    // a token window (index then counts tokens).
+    const std::int64_t k = probs.dim(probs.rank() - 1);
     for (std::size_t i = 0; i < b->labels.size(); ++i, ++index) {
       std::int64_t best = 0;
       for (std::int64_t c = 1; c < k; ++c)
@@ -61,7 +63,7 @@ int predict_command(const Args& args, Communicator& comm) {
     csv.close();
     if (std::rename(csv_tmp.c_str(), vm["output"].as<std::string>().c_str()) != 0) fail("cannot write " + csv_tmp);
   }
-  std::printf("%lld samples, accuracy %.4f\n", static_cast<long long>(index),
+  std::printf("%lld %s, accuracy %.4f\n", static_cast<long long>(index), data.tokens ? "tokens" : "samples",
               index ? static_cast<double>(correct) / index : 0.0);
   return 0;
 }

@@ -143,4 +143,47 @@ void batchnorm_backward_inference(GpuContext& ctx, const BatchNormShape& shape, 
                                   const float* dy, const float* scale, const float* running_mean,
                                   const float* running_var, float* dx, float* dscale, float* doffset);
 
+// --- sequence layers: samples of T positions × C features, rows = N·T ---
+// embedding (layers/embedding.cpp): ids (rows) token ids as floats, rounded;
+// y (rows, dim) = W[id]. An id outside [0, vocab) is an error naming the
+// row (this waits for the kernel). Backward overwrites dW (vocab, dim),
+// adding the rows in row order per column, as the CPU does.
+void embedding_forward(GpuContext& ctx, const float* ids, const float* weight, float* y, std::int64_t rows,
+                       std::int64_t vocab, std::int64_t dim);
+void embedding_backward(GpuContext& ctx, const float* ids, const float* dy, float* dweight, std::int64_t rows,
+                        std::int64_t vocab, std::int64_t dim);
+// posembedding (layers/positional_embedding.cpp): y = x + P per sample,
+// plane = T·C; dP sums dy over the batch in sample order (dx is dy).
+void posembedding_forward(GpuContext& ctx, const float* x, const float* p, float* y, std::int64_t batch,
+                          std::int64_t plane);
+void posembedding_backward(GpuContext& ctx, const float* dy, float* dp, std::int64_t batch, std::int64_t plane);
+// layernorm (layers/layernorm.cpp) over the last axis of width C: statistics
+// in double per row; saves x̂ (rows, C) and 1/sqrt(var + epsilon) (rows).
+void layernorm_forward(GpuContext& ctx, const float* x, const float* scale, const float* offset, float* y,
+                       float* xhat, double* rstd, std::int64_t rows, std::int64_t width, double epsilon);
+void layernorm_backward(GpuContext& ctx, const float* dy, const float* xhat, const double* rstd, const float* scale,
+                        float* dx, float* dscale, float* doffset, std::int64_t rows, std::int64_t width);
+// attention (layers/attention.cpp): x, y (N, T, C); weights as the CPU layer
+// stores them. The forward saves, for the backward, q, k, v (N, H, T, d
+// each), p (N, H, T, T) and o (N·T, C); the products are cuBLAS strided
+// batched GEMMs over the N·H heads, the softmax runs in float32 per row.
+struct AttentionShape {
+  std::int64_t batch = 0, tokens = 0, width = 0, heads = 1;
+  bool causal = false;
+  std::int64_t head_size() const { return width / heads; }
+  std::int64_t rows() const { return batch * tokens; }
+};
+struct AttentionParams {
+  const float *qkv_weight, *qkv_bias, *out_weight, *out_bias;
+};
+struct AttentionSaved {
+  float *q, *k, *v, *p, *o;
+};
+void attention_forward(GpuContext& ctx, const AttentionShape& shape, const float* x, const AttentionParams& params,
+                       float* y, const AttentionSaved& saved);
+// dx may be null (first layer); every parameter gradient is overwritten.
+void attention_backward(GpuContext& ctx, const AttentionShape& shape, const float* x, const float* dy,
+                        const AttentionParams& params, const AttentionSaved& saved, float* dx, float* dqkv_weight,
+                        float* dqkv_bias, float* dout_weight, float* dout_bias);
+
 }  // namespace dlscale::gpu

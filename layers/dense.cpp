@@ -11,9 +11,15 @@ namespace {
 
 class Dense : public Layer {
  public:
-  Dense(const Shape& input_shape, std::int64_t units, bool bias, DType dtype, Rng& rng)
-      : input_shape_(input_shape), features_(numel(input_shape)), units_(units), has_bias_(bias) {
+  Dense(const Shape& input_shape, std::int64_t units, bool bias, bool per_position, DType dtype, Rng& rng)
+      : input_shape_(input_shape),
+        features_(per_position ? input_shape.back() : numel(input_shape)),
+        positions_(numel(input_shape) / features_),
+        units_(units),
+        has_bias_(bias),
+        per_position_(per_position) {
     output_shape_ = {units};
+    if (per_position) output_shape_.assign(input_shape.begin(), input_shape.end() - 1), output_shape_.push_back(units);
     weight_ = {"weight", Tensor({units, features_}, dtype), Tensor({units, features_}, dtype), true};
     // He-normal: keeps the activation variance steady through ReLU layers.
     const double stddev = std::sqrt(2.0 / static_cast<double>(features_));
@@ -22,18 +28,20 @@ class Dense : public Layer {
   }
 
   std::string kind() const override { return "dense"; }
+  std::map<std::string, double> settings() const override { return {{"per_position", per_position_ ? 1.0 : 0.0}}; }
 
   std::vector<Param*> params() override {
     if (has_bias_) return {&weight_, &bias_};
     return {&weight_};
   }
 
-  // x is (N, input_shape...) viewed as (N, F); y is (N, units).
+  // x is (N, input_shape...) viewed as (N, F), or as (N·P, F) per position;
+  // y is (N, units) or (N, P..., units).
   Tensor forward(const Tensor& x, bool) override {
     check_input(x);
     x_ = x;
-    const std::int64_t n = x.dim(0);
-    Tensor y = Tensor::uninitialized({n, units_}, x.dtype());  // the GEMM or the bias fills it
+    const std::int64_t n = x.dim(0) * positions_;
+    Tensor y = Tensor::uninitialized(batch_shape(x.dim(0)), x.dtype());  // the GEMM or the bias fills it
     dispatch(x.dtype(), [&]<class T>() {
       T* py = y.data<T>();
       T beta = 0;
@@ -49,13 +57,13 @@ class Dense : public Layer {
     return y;
   }
 
-  // dy is (N, units); returns dx shaped like the forward input.
+  // dy is shaped like the output; returns dx shaped like the forward input.
   Tensor backward(const Tensor& dy) override {
     DLSCALE_REQUIRE(x_.rank() >= 2, "dense: backward called without a forward");
-    const std::int64_t n = x_.dim(0);
-    DLSCALE_REQUIRE(dy.shape() == Shape({n, units_}) && dy.dtype() == x_.dtype(),
+    const std::int64_t n = x_.dim(0) * positions_;
+    DLSCALE_REQUIRE(dy.shape() == batch_shape(x_.dim(0)) && dy.dtype() == x_.dtype(),
                     "dense: backward got dL/dy of shape " + to_string(dy.shape()) + " (" + to_string(dy.dtype()) +
-                        ") but the forward output was " + to_string(Shape{n, units_}) + " (" +
+                        ") but the forward output was " + to_string(batch_shape(x_.dim(0))) + " (" +
                         to_string(x_.dtype()) + ")");
     Tensor dx = input_grad_needed_ ? Tensor::uninitialized(x_.shape(), x_.dtype()) : Tensor();  // beta = 0 GEMM
     dispatch(dy.dtype(), [&]<class T>() {
@@ -78,6 +86,12 @@ class Dense : public Layer {
   }
 
  private:
+  Shape batch_shape(std::int64_t n) const {
+    Shape s{n};
+    s.insert(s.end(), output_shape_.begin(), output_shape_.end());
+    return s;
+  }
+
   void check_input(const Tensor& x) const {
     Shape sample(x.shape().begin() + (x.rank() ? 1 : 0), x.shape().end());
     if (x.rank() < 2 || sample != input_shape_)
@@ -88,8 +102,8 @@ class Dense : public Layer {
   }
 
   Shape input_shape_;
-  std::int64_t features_, units_;
-  bool has_bias_;
+  std::int64_t features_, positions_, units_;
+  bool has_bias_, per_position_;
   Param weight_, bias_;
   Tensor x_;  // forward input, kept for dW
 };
@@ -99,12 +113,17 @@ class Dense : public Layer {
 std::unique_ptr<Layer> make_dense(const LayerSpec& spec, const LayerContext& ctx) {
   const std::int64_t units = spec.get_int("units");
   const bool bias = spec.get_bool("bias", true);
+  const bool per_position = spec.get_bool("per_position", false);
   if (units < 1) spec.fail_here("units=" + std::to_string(units) + " must be at least 1");
   if (ctx.input_shape.empty() || numel(ctx.input_shape) < 1)
     spec.fail_here("needs a non-empty input, got " + to_string(ctx.input_shape));
-  check_layer_size(spec, ctx, "weight", {units, numel(ctx.input_shape)});
+  if (per_position && ctx.input_shape.size() < 2)
+    spec.fail_here("per_position=true needs positions × features (T×C), got " + to_string(ctx.input_shape));
+  const std::int64_t features = per_position ? ctx.input_shape.back() : numel(ctx.input_shape);
+  check_layer_size(spec, ctx, "weight", {units, features});
+  if (per_position) check_layer_size(spec, ctx, "output", {numel(ctx.input_shape) / features, units});
   DLSCALE_REQUIRE(ctx.rng != nullptr, "dense: no random stream to initialize the weights");
-  return std::make_unique<Dense>(ctx.input_shape, units, bias, ctx.dtype, *ctx.rng);
+  return std::make_unique<Dense>(ctx.input_shape, units, bias, per_position, ctx.dtype, *ctx.rng);
 }
 
 }  // namespace dlscale

@@ -109,6 +109,11 @@ DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropo
             is_activation(kind)))
         fail(host.spec().source + ": layer '" + node.name + "' (" + kind + ") has no GPU version; train it with "
              "execution-environment=cpu");
+      // Sequence models (per-position dense, one softmax per position) have
+      // CPU kernels only so far.
+      if ((kind == "dense" && setting(*layer, "per_position") != 0) || (kind == "softmax" && node.output_shape.size() != 1))
+        fail(host.spec().source + ": layer '" + node.name + "' (" + kind + " on a sequence) has no GPU version; "
+             "train it with execution-environment=cpu");
       if (kind == "conv2d") {
         auto* conv = dynamic_cast<Conv2d*>(layer);
         DLSCALE_REQUIRE(conv != nullptr, "conv2d layer of another type");

@@ -111,7 +111,8 @@ Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std:
     if (!used[i])
       fail(spec_.source + ": layer " + std::to_string(i + 1) + " ('" + nodes_[i].name +
            "'): no later layer takes its output (the next one has input=, and no input= or add from= names it)");
-  num_classes_ = nodes_.back().output_shape[0];
+  num_classes_ = nodes_.back().output_shape.back();
+  positions_ = numel(nodes_.back().output_shape) / num_classes_;
   // dL/d(network input) is never used: layers reading it may skip it.
   for (auto& node : nodes_)
     if (node.layer && node.input < 0) node.layer->set_input_grad_needed(false);

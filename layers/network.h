@@ -56,6 +56,9 @@ class Network {
   const NetworkSpec& spec() const { return spec_; }
   DType dtype() const { return dtype_; }
   std::int64_t num_classes() const { return num_classes_; }
+  // Predictions per sample: 1 for classification, T when the last softmax
+  // is T×K (next-token prediction, one label per position).
+  std::int64_t positions() const { return positions_; }
   // One line per layer: index, name, kind, output shape, learnables.
   std::string describe();
 
@@ -82,6 +85,7 @@ class Network {
   std::vector<Node> nodes_;
   std::vector<Tensor> outputs_;  // per node, from the last forward (needed by add)
   std::int64_t num_classes_ = 0;
+  std::int64_t positions_ = 1;
 };
 
 }  // namespace dlscale

@@ -6,13 +6,17 @@
 #include <map>
 
 #include "layers/activations.h"
+#include "layers/attention.h"
 #include "layers/batchnorm.h"
 #include "layers/conv2d.h"
 #include "layers/dense.h"
 #include "layers/dropout.h"
+#include "layers/embedding.h"
 #include "layers/flatten.h"
 #include "layers/global_avgpool.h"
+#include "layers/layernorm.h"
 #include "layers/pool2d.h"
+#include "layers/positional_embedding.h"
 #include "layers/softmax.h"
 
 namespace dlscale {
@@ -27,6 +31,8 @@ const std::map<std::string, Factory>& factories() {
       {"dropout", make_dropout},     {"relu", make_relu},       {"leakyrelu", make_leakyrelu},
       {"gelu", make_gelu},           {"tanh", make_tanh},       {"sigmoid", make_sigmoid},
       {"softmax", make_softmax},     {"globalavgpool", make_globalavgpool},
+      {"embedding", make_embedding}, {"posembedding", make_posembedding},
+      {"layernorm", make_layernorm}, {"attention", make_attention},
   };
   return table;
 }

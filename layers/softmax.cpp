@@ -13,10 +13,15 @@ namespace dlscale {
 namespace {
 constexpr std::int64_t kParallelMin = 1 << 14;
 
+// Logits are N×K, or N×T×K for per-position prediction: either way
+// numel/K rows of K scores, each with its own label.
 void check_logits(const Tensor& logits, const char* who) {
-  if (logits.rank() != 2 || logits.dim(1) < 1)
-    fail(std::string(who) + ": logits must be N x K with K >= 1, got " + to_string(logits.shape()));
+  if (logits.rank() < 2 || logits.rank() > 3 || logits.dim(logits.rank() - 1) < 1)
+    fail(std::string(who) + ": logits must be N x K or N x T x K with K >= 1, got " + to_string(logits.shape()));
 }
+
+std::int64_t rows_of(const Tensor& logits) { return logits.numel() / logits.dim(logits.rank() - 1); }
+std::int64_t width_of(const Tensor& logits) { return logits.dim(logits.rank() - 1); }
 
 void check_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, const char* who) {
   if (n > 0 && labels == nullptr) fail(std::string(who) + ": no labels given");
@@ -49,7 +54,7 @@ std::int64_t argmax_row(const T* z, std::int64_t k) {
 // summed serially afterwards.
 template <class T>
 LossResult cross_entropy(const Tensor& logits, const std::int32_t* labels, double normalizer, T* dlogits) {
-  const std::int64_t n = logits.dim(0), k = logits.dim(1);
+  const std::int64_t n = rows_of(logits), k = width_of(logits);
   const T* z = logits.data<T>();
   std::vector<double> row_loss(n);
   std::vector<char> row_hit(n);
@@ -83,7 +88,8 @@ class Softmax final : public Layer {
   std::string kind() const override { return "softmax"; }
 
   Tensor forward(const Tensor& x, bool) override {
-    if (x.rank() != 2 || x.dim(1) != output_shape_[0] || x.dtype() != dtype_)
+    if (Shape(x.shape().begin() + (x.rank() ? 1 : 0), x.shape().end()) != output_shape_ || x.rank() == 0 ||
+        x.dtype() != dtype_)
       fail(who_ + ": input is " + to_string(x.shape()) + " " + to_string(x.dtype()) + " but the layer expects N x " +
            to_string(output_shape_) + " " + to_string(dtype_));
     y_ = softmax(x);
@@ -96,7 +102,7 @@ class Softmax final : public Layer {
            to_string(y_.shape()) + " " + to_string(dtype_));
     Tensor dx(dy.shape(), dtype_);
     dispatch(dtype_, [&]<class T>() {
-      const std::int64_t n = dy.dim(0), k = dy.dim(1);
+      const std::int64_t n = rows_of(dy), k = width_of(dy);
       const T* y = y_.data<T>();
       const T* g = dy.data<T>();
       T* d = dx.data<T>();
@@ -121,7 +127,7 @@ Tensor softmax(const Tensor& logits) {
   check_logits(logits, "softmax");
   Tensor y(logits.shape(), logits.dtype());
   dispatch(logits.dtype(), [&]<class T>() {
-    const std::int64_t n = logits.dim(0), k = logits.dim(1);
+    const std::int64_t n = rows_of(logits), k = width_of(logits);
     const T* z = logits.data<T>();
     T* out = y.data<T>();
 #pragma omp parallel if (n * k >= kParallelMin)
@@ -141,7 +147,7 @@ LossResult softmax_cross_entropy(const Tensor& logits, const std::int32_t* label
                                  Tensor& dlogits) {
   const char* who = "softmax cross-entropy";
   check_logits(logits, who);
-  check_labels(labels, logits.dim(0), logits.dim(1), who);
+  check_labels(labels, rows_of(logits), width_of(logits), who);
   if (!(normalizer > 0)) fail(std::string(who) + ": normalizer must be positive, got " + std::to_string(normalizer));
   if (dlogits.shape() != logits.shape() || dlogits.dtype() != logits.dtype())
     dlogits = Tensor(logits.shape(), logits.dtype());
@@ -153,14 +159,14 @@ LossResult softmax_cross_entropy(const Tensor& logits, const std::int32_t* label
 LossResult softmax_cross_entropy_eval(const Tensor& logits, const std::int32_t* labels) {
   const char* who = "softmax cross-entropy";
   check_logits(logits, who);
-  check_labels(labels, logits.dim(0), logits.dim(1), who);
+  check_labels(labels, rows_of(logits), width_of(logits), who);
   return dispatch(logits.dtype(), [&]<class T>() { return cross_entropy<T>(logits, labels, 1.0, nullptr); });
 }
 
 std::unique_ptr<Layer> make_softmax(const LayerSpec& spec, const LayerContext& ctx) {
-  if (ctx.input_shape.size() != 1 || ctx.input_shape[0] < 1)
-    spec.fail_here("input must be a vector of K >= 1 scores per sample (flatten first), got " +
-                   to_string(ctx.input_shape));
+  if (ctx.input_shape.empty() || ctx.input_shape.size() > 2 || ctx.input_shape.back() < 1)
+    spec.fail_here("input must be a vector of K >= 1 scores per sample (flatten first), or T×K for one "
+                   "prediction per position, got " + to_string(ctx.input_shape));
   return std::make_unique<Softmax>(spec, ctx);
 }
 

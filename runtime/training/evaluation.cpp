@@ -14,6 +14,11 @@ void check_data_fits(const Network& net, const DatasetInfo& data, const std::str
   if (data.num_classes > net.num_classes())
     fail(role + " data " + data.dir + " has " + std::to_string(data.num_classes) + " classes but the network outputs " +
          std::to_string(net.num_classes()) + " (units of the last dense layer)");
+  if (data.labels_per_sample() != net.positions())
+    fail(role + " data " + data.dir + (data.tokens ? " holds token windows with " : " holds ") +
+         std::to_string(data.labels_per_sample()) + " target(s) per sample but the network makes " +
+         std::to_string(net.positions()) + " prediction(s) per sample (" +
+         (net.positions() > 1 ? "a softmax over T×K" : "a softmax over K") + ")");
 }
 
 EvalResult evaluate(Network& net, const DatasetInfo& data, std::int64_t batch_size, Communicator& comm) {

@@ -14,9 +14,9 @@
 namespace dlscale {
 
 struct EvalResult {
-  double loss = 0;      // mean cross-entropy
-  double accuracy = 0;  // fraction correct
-  std::int64_t samples = 0;
+  double loss = 0;      // mean cross-entropy (per token for token data)
+  double accuracy = 0;  // fraction correct (of tokens for token data)
+  std::int64_t samples = 0;  // predictions: samples, or tokens for token data
 };
 
 EvalResult evaluate(Network& net, const DatasetInfo& data, std::int64_t batch_size, Communicator& comm);

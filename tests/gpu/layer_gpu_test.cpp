@@ -513,6 +513,103 @@ TEST_F(LayerGpu, GlobalAvgPoolMatchesCpu) {
   }
 }
 
+// ---------------------------------------------------------------- sequence layers
+// Embedding and posembedding repeat the CPU's float operations in its order
+// (bound 0); layernorm works in double per row like the CPU (1e-6);
+// attention's GEMMs sum in another order (1e-4).
+TEST_F(LayerGpu, EmbeddingAndPosEmbeddingMatchCpu) {
+  Rng rng(11);
+  const std::int64_t n = 3, t = 7, vocab = 13, dim = 6;
+  auto emb = build_layer("embedding vocab=13 dim=6", {t}, DType::f32);
+  randomize_params(*emb, rng, -1, 1);
+  Tensor ids({n, t}, DType::f32);
+  for (std::int64_t i = 0; i < ids.numel(); ++i) ids.set(i, static_cast<double>(rng.below(vocab)));
+  ids.set(4, 2.0), ids.set(9, 2.0);  // a repeated token: its gradient rows add up
+  const Tensor y = emb->forward(ids, true);
+  const Tensor dy = uniform(y.shape(), rng, -1, 1).to(DType::f32);
+  emb->backward(dy);
+  Param* w = emb->params()[0];
+  DeviceBuffer gids = up(ids), gw = up(w->value), gy = zeros(y.numel()), gdy = up(dy), gdw = zeros(w->grad.numel());
+  gpu::embedding_forward(*ctx_, gids.as<float>(), gw.as<float>(), gy.as<float>(), n * t, vocab, dim);
+  gpu::embedding_backward(*ctx_, gids.as<float>(), gdy.as<float>(), gdw.as<float>(), n * t, vocab, dim);
+  compare(down(gy, y.shape()), y.to(DType::f64), 0.0, "embedding y");
+  compare(down(gdw, w->grad.shape()), w->grad.to(DType::f64), 0.0, "embedding dW");
+  Tensor bad = ids.clone();
+  bad.set(5, 13.0);
+  DeviceBuffer gbad = up(bad);
+  testing::expect_error([&] { gpu::embedding_forward(*ctx_, gbad.as<float>(), gw.as<float>(), gy.as<float>(), n * t,
+                                                     vocab, dim); },
+                        "token id 13.000000 at row 5");
+
+  auto pos = build_layer("posembedding", {t, dim}, DType::f32);
+  randomize_params(*pos, rng, -1, 1);
+  const Tensor x = uniform({n, t, dim}, rng, -2, 2).to(DType::f32);
+  const Tensor py = pos->forward(x, true);
+  pos->backward(dy);
+  Param* p = pos->params()[0];
+  DeviceBuffer gx = up(x), gp = up(p->value), gpy = zeros(py.numel()), gdp = zeros(p->grad.numel());
+  gpu::posembedding_forward(*ctx_, gx.as<float>(), gp.as<float>(), gpy.as<float>(), n, t * dim);
+  gpu::posembedding_backward(*ctx_, gdy.as<float>(), gdp.as<float>(), n, t * dim);
+  compare(down(gpy, py.shape()), py.to(DType::f64), 0.0, "posembedding y");
+  compare(down(gdp, p->grad.shape()), p->grad.to(DType::f64), 0.0, "posembedding dP");
+}
+
+TEST_F(LayerGpu, LayerNormMatchesCpu) {
+  Rng rng(12);
+  const std::int64_t n = 4, t = 9, c = 48, rows = n * t;
+  auto layer = build_layer("layernorm", {t, c}, DType::f32);
+  randomize_params(*layer, rng, 0.5, 1.5);
+  const Tensor x = uniform({n, t, c}, rng, -3, 3).to(DType::f32);
+  const Tensor y = layer->forward(x, true);
+  const Tensor dy = uniform(y.shape(), rng, -1, 1).to(DType::f32);
+  const Tensor dx = layer->backward(dy);
+  auto params = layer->params();
+  DeviceBuffer gx = up(x), gs = up(params[0]->value), go = up(params[1]->value), gy = zeros(y.numel()),
+               gxh = zeros(x.numel()), gdy = up(dy), gdx = zeros(x.numel()), gds = zeros(c), gdo = zeros(c);
+  DeviceBuffer grstd = ctx_->alloc(sizeof(double) * rows);
+  gpu::layernorm_forward(*ctx_, gx.as<float>(), gs.as<float>(), go.as<float>(), gy.as<float>(), gxh.as<float>(),
+                         grstd.as<double>(), rows, c, 1e-5);
+  gpu::layernorm_backward(*ctx_, gdy.as<float>(), gxh.as<float>(), grstd.as<double>(), gs.as<float>(),
+                          gdx.as<float>(), gds.as<float>(), gdo.as<float>(), rows, c);
+  compare(down(gy, y.shape()), y.to(DType::f64), 1e-6, "layernorm y");
+  compare(down(gdx, x.shape()), dx.to(DType::f64), 1e-6, "layernorm dx");
+  compare(down(gds, {c}), params[0]->grad.to(DType::f64), 1e-6, "layernorm dscale");
+  compare(down(gdo, {c}), params[1]->grad.to(DType::f64), 1e-6, "layernorm doffset");
+}
+
+TEST_F(LayerGpu, AttentionMatchesCpu) {
+  for (bool causal : {false, true}) {
+    MEASURED_SCOPE(causal ? "causal" : "full");
+    Rng rng(13);
+    const std::int64_t n = 3, t = 16, c = 32, heads = 4;
+    auto layer = build_layer(std::string("attention heads=4 causal=") + (causal ? "true" : "false"), {t, c},
+                             DType::f32);
+    randomize_params(*layer, rng, -0.3, 0.3);
+    const Tensor x = uniform({n, t, c}, rng, -1, 1).to(DType::f32);
+    const Tensor y = layer->forward(x, true);
+    const Tensor dy = uniform(y.shape(), rng, -1, 1).to(DType::f32);
+    const Tensor dx = layer->backward(dy);
+    auto params = layer->params();
+    std::vector<DeviceBuffer> value, grad;
+    for (Param* p : params) value.push_back(up(p->value)), grad.push_back(zeros(p->value.numel()));
+    DeviceBuffer gx = up(x), gy = zeros(y.numel()), gdy = up(dy), gdx = zeros(x.numel());
+    DeviceBuffer q = zeros(n * t * c), k = zeros(n * t * c), v = zeros(n * t * c), p = zeros(n * heads * t * t),
+                 o = zeros(n * t * c);
+    const gpu::AttentionShape shape{n, t, c, heads, causal};
+    const gpu::AttentionParams w{value[0].as<float>(), value[1].as<float>(), value[2].as<float>(),
+                                 value[3].as<float>()};
+    const gpu::AttentionSaved saved{q.as<float>(), k.as<float>(), v.as<float>(), p.as<float>(), o.as<float>()};
+    gpu::attention_forward(*ctx_, shape, gx.as<float>(), w, gy.as<float>(), saved);
+    gpu::attention_backward(*ctx_, shape, gx.as<float>(), gdy.as<float>(), w, saved, gdx.as<float>(),
+                            grad[0].as<float>(), grad[1].as<float>(), grad[2].as<float>(), grad[3].as<float>());
+    compare(down(gy, y.shape()), y.to(DType::f64), 1e-4, "attention y");
+    compare(down(gdx, x.shape()), dx.to(DType::f64), 1e-4, "attention dx");
+    for (std::size_t i = 0; i < params.size(); ++i)
+      compare(down(grad[i], params[i]->grad.shape()), params[i]->grad.to(DType::f64), 1e-4,
+              "attention d" + params[i]->name);
+  }
+}
+
 // ---------------------------------------------------------------- batchnorm
 TEST_F(LayerGpu, BatchNormMatchesCpuInTrainingAndInference) {
   struct Case {

@@ -73,6 +73,52 @@ TEST(ModelFile, RoundTripsAProjectionShortcutNetwork) {
   for (std::int64_t i = 0; i < a.numel(); ++i) EXPECT_EQ(a.at(i), b.at(i)) << i;
 }
 
+// A transformer block comes back with its dataset names and layouts as
+// docs/data-format.md lists them, predicting the same per-position
+// probabilities (a model trained by hand would differ if any tensor were
+// lost or transposed: every one is randomized first).
+TEST(ModelFile, RoundTripsATransformerBlock) {
+  test::TempDir tmp;
+  NetworkSpec s;
+  s.input_shape = {5};
+  s.layer_lines = {"embedding vocab=256 dim=8",
+                   "posembedding name=b0",
+                   "layernorm",
+                   "attention heads=2 causal=true",
+                   "add from=b0 name=b0_attn",
+                   "layernorm",
+                   "dense units=16 per_position=true",
+                   "gelu",
+                   "dense units=8 per_position=true",
+                   "add from=b0_attn",
+                   "layernorm",
+                   "dense units=256 per_position=true",
+                   "softmax"};
+  Network net(s, DType::f32, 7);
+  Rng rng(3);
+  for (auto& [name, t] : net.named_tensors())
+    for (std::int64_t i = 0; i < t->numel(); ++i) t->set(i, rng.normal(0.0, 0.3));
+  save_model((tmp.path() / "model.h5").string(), net);
+  auto loaded = load_model((tmp.path() / "model.h5").string());
+  std::vector<std::pair<std::string, Shape>> want = {
+      {"00_embedding/weight", {256, 8}},   {"01_posembedding/weight", {5, 8}}, {"02_layernorm/scale", {8}},
+      {"02_layernorm/offset", {8}},        {"03_attention/qkv_weight", {24, 8}}, {"03_attention/qkv_bias", {24}},
+      {"03_attention/out_weight", {8, 8}}, {"03_attention/out_bias", {8}},       {"05_layernorm/scale", {8}},
+      {"05_layernorm/offset", {8}},        {"06_dense/weight", {16, 8}},         {"06_dense/bias", {16}}};
+  auto tensors = loaded->named_tensors();
+  ASSERT_GE(tensors.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(tensors[i].first, want[i].first);
+    EXPECT_EQ(tensors[i].second->shape(), want[i].second) << want[i].first;
+  }
+  EXPECT_EQ(loaded->positions(), 5);
+  Tensor x({2, 5}, DType::f32);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, static_cast<double>(rng.below(256)));
+  Tensor a = net.predict(x), b = loaded->predict(x);
+  ASSERT_EQ(b.shape(), Shape({2, 5, 256}));
+  for (std::int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.at(i), b.at(i)) << i;
+}
+
 // HDF5 stamps objects with their creation time (in seconds) unless told not
 // to; the same network written twice across a second boundary must give the
 // same bytes, or `cmp` cannot check deterministic mode.

@@ -73,6 +73,25 @@ TEST(Dense, FlattensMultiDimensionalSamples) {
   EXPECT_EQ(dx.shape(), x.shape());
 }
 
+// per_position=true: one W for every position of a T×F sample, so each
+// output row is the plain dense of the matching input row.
+TEST(Dense, PerPositionAppliesTheSameWeightsAtEveryPosition) {
+  auto layer = build_layer("dense units=5 per_position=true", {3, 4});
+  EXPECT_EQ(layer->output_shape(), Shape({3, 5}));
+  EXPECT_EQ(layer->params()[0]->value.shape(), Shape({5, 4}));
+  Rng rng(3);
+  layer->params()[1]->value.copy_from(random_tensor({5}, rng));
+  Tensor x = random_tensor({2, 3, 4}, rng);
+  Tensor y = layer->forward(x, true);
+  ASSERT_EQ(y.shape(), Shape({2, 3, 5}));
+  expect_close(y.reshaped({6, 5}),
+               reference_dense(x.reshaped({6, 4}), layer->params()[0]->value, &layer->params()[1]->value), 1e-12, "y");
+  check_gradients(*layer, x);
+  expect_error([] { build_layer("dense units=5 per_position=true", {4}); }, "per_position=true needs positions");
+  expect_error([&] { layer->forward(x, true), layer->backward(Tensor({2, 5}, DType::f64)); },
+               "but the forward output was 2x3x5");
+}
+
 TEST(Dense, GradientsWithBias) {
   auto layer = build_layer("dense units=4", {2, 3});
   Rng rng(5);

@@ -128,6 +128,57 @@ TEST(Network, ProjectionShortcutGradientsMatchFiniteDifferences) {
   EXPECT_EQ(order, expected);
 }
 
+// A pre-norm transformer block on byte-like tokens, as docs/user-guide.md
+// declares it, ending in one prediction per position.
+NetworkSpec transformer_spec() {
+  NetworkSpec spec;
+  spec.input_shape = {4};
+  spec.layer_lines = {"embedding vocab=6 dim=8",
+                      "posembedding name=x0",
+                      "layernorm",
+                      "attention heads=2 causal=true",
+                      "add from=x0 name=x1",
+                      "layernorm",
+                      "dense units=16 per_position=true",
+                      "gelu",
+                      "dense units=8 per_position=true",
+                      "add from=x1",
+                      "layernorm",
+                      "dense units=6 per_position=true",
+                      "softmax"};
+  return spec;
+}
+
+// The per-position loss (N·T labels, mean per token) through the whole
+// block, residual joins included, against central differences.
+TEST(Network, TransformerBlockGradientsMatchFiniteDifferences) {
+  Network net(transformer_spec(), DType::f64, 5);
+  EXPECT_EQ(net.num_classes(), 6);
+  EXPECT_EQ(net.positions(), 4);
+  Rng rng(2);
+  Tensor x({3, 4}, DType::f64);
+  for (int i = 0; i < 12; ++i) x.set(i, static_cast<double>(rng.below(6)));
+  std::vector<std::int32_t> labels(12);
+  for (auto& l : labels) l = static_cast<std::int32_t>(rng.below(6));
+  // Offsets away from 1 and 0 so layer norms' scale and offset gradients
+  // are checked at a generic point.
+  for (Param* p : net.params())
+    if (p->name == "scale" || p->name == "offset")
+      for (std::int64_t i = 0; i < p->value.numel(); ++i) p->value.set(i, rng.normal(0.5, 0.5));
+  Tensor dlogits;
+  auto loss = [&]() {
+    Tensor scratch;
+    return softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 12.0, scratch).loss_sum / 12.0;
+  };
+  Tensor logits = net.forward_logits(x, true);
+  ASSERT_EQ(logits.shape(), (Shape{3, 4, 6}));
+  softmax_cross_entropy(logits, labels.data(), 12.0, dlogits);
+  net.backward(dlogits);
+  testing::check_param_gradients(net.params(), loss, 1e-6, 1e-6, "transformer");
+  Tensor probs = net.predict(x);
+  ASSERT_EQ(probs.shape(), (Shape{3, 4, 6}));
+}
+
 TEST(Network, SameSeedSameWeightsAndFloat64EndToEnd) {
   Network a(residual_spec(), DType::f64, 9), b(residual_spec(), DType::f64, 9);
   auto ta = a.named_tensors(), tb = b.named_tensors();

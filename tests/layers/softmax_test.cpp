@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "layer_factory.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
@@ -115,6 +116,39 @@ TEST(SoftmaxCrossEntropy, GradientMatchesFiniteDifferences) {
     numeric.set(i, (lp - lm) / (2 * h));
   }
   testing::expect_close(dz, numeric, 1e-8, "dL/dlogits");
+}
+
+// Next-token prediction: N×T×K logits with N·T labels are N·T independent
+// rows, the same sums as the (N·T)×K matrix; the softmax layer on T×K
+// normalizes each position.
+TEST(SoftmaxCrossEntropy, PerPositionLogitsAreRows) {
+  Rng rng(4);
+  Tensor z = random_tensor({2, 3, 5}, rng, DType::f64, 2.0);
+  std::vector<std::int32_t> labels = {0, 4, 2, 1, 1, 3};
+  Tensor dz, dflat;
+  const LossResult seq = softmax_cross_entropy(z, labels.data(), 6.0, dz);
+  const LossResult flat = softmax_cross_entropy(z.reshaped({6, 5}), labels.data(), 6.0, dflat);
+  EXPECT_EQ(seq.loss_sum, flat.loss_sum);
+  EXPECT_EQ(seq.correct, flat.correct);
+  ASSERT_EQ(dz.shape(), z.shape());
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(dz.at(i), dflat.at(i));
+  double manual = 0;
+  for (int r = 0; r < 6; ++r) {
+    double sum = 0;
+    for (int j = 0; j < 5; ++j) sum += std::exp(z.at(r * 5 + j));
+    manual += std::log(sum) - z.at(r * 5 + labels[r]);
+  }
+  EXPECT_NEAR(seq.loss_sum, manual, 1e-12);
+  auto layer = build_layer("softmax", {3, 5});
+  Tensor p = layer->forward(z, false);
+  for (int r = 0; r < 6; ++r) {
+    double row = 0;
+    for (int j = 0; j < 5; ++j) row += p.at(r * 5 + j);
+    EXPECT_NEAR(row, 1.0, 1e-12) << r;
+  }
+  check_gradients(*layer, z);
+  std::vector<std::int32_t> short_labels = {0, 5, 0, 0, 0, 0};
+  testing::expect_error([&] { softmax_cross_entropy_eval(z, short_labels.data()); }, "label 5 of sample 1");
 }
 
 TEST(SoftmaxCrossEntropy, Float32MatchesFloat64AndStaysFinite) {

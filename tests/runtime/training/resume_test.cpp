@@ -14,6 +14,7 @@
 
 #include "io/hdf5.h"
 #include "io/shard_writer.h"
+#include "io/text_tokens.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/trainer.h"
 #include "stop_at.h"
@@ -67,6 +68,11 @@ class Resume : public ::testing::Test {
       fs::remove_all(dir_);
       fs::create_directories(dir_);
       write_dataset((dir_ / "train").string(), separable_images(480, 4, 8), 2);
+      // Byte windows of a text with structure to learn, for the transformer.
+      std::string text;
+      for (int i = 0; text.size() < 3000; ++i) text += "line " + std::to_string(i * 7 % 31) + ": to be or not\n";
+      write_dataset((dir_ / "text").string(),
+                    text_windows(std::vector<std::uint8_t>(text.begin(), text.end()), {12, 12}), 2, kByteVocabulary);
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
@@ -117,6 +123,38 @@ TEST_F(Resume, AugmentedRunStoppedAndResumedEqualsUninterruptedBitwise) {
   EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
   TrainingResult plain = trainnet(options(dir_, "aug-plain"), comm);
   EXPECT_FALSE(weights(*whole.network) == weights(*plain.network)) << "augmentation changed nothing";
+}
+
+// Issue 18's check for transformers: a deterministic 2-rank run of a causal
+// transformer block on a token dataset, stopped and resumed, ends with the
+// uninterrupted run's weights and per-token validation loss.
+TEST_F(Resume, DeterministicTransformerStoppedAndResumedEqualsUninterruptedBitwise) {
+  Communicator comm;
+  auto transformer = [&](const std::string& run) {
+    auto o = options(dir_, run);
+    o.train_data = o.validation_data = (dir_ / "text").string();
+    o.network.input_shape = {12};
+    o.network.layer_lines = {"embedding vocab=256 dim=16",   "posembedding name=b0",
+                             "layernorm",                    "attention heads=2 causal=true",
+                             "add from=b0 name=b0_attn",     "layernorm",
+                             "dense units=32 per_position=true", "gelu",
+                             "dense units=16 per_position=true", "add from=b0_attn",
+                             "layernorm",                    "dense units=256 per_position=true",
+                             "softmax"};
+    o.deterministic = true;
+    o.max_epochs = 2;
+    return o;
+  };
+  TrainingResult whole = trainnet(transformer("tf-whole"), comm);
+  ASSERT_GT(whole.iterations, 20);
+  train_stopping_at(transformer("tf-parts"), comm, 13);
+  auto o = transformer("tf-parts");
+  o.resume = "auto";
+  TrainingResult resumed = trainnet(o, comm);
+  EXPECT_EQ(resumed.iterations, whole.iterations);
+  EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
+  EXPECT_EQ(*whole.validation_loss, *resumed.validation_loss);
+  EXPECT_LT(*whole.validation_loss, std::log(256.0) - 1) << "the transformer learned nothing";
 }
 
 TEST_F(Resume, CorruptNewestCheckpointIsSkipped) {
