@@ -113,6 +113,9 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc=$dir/log/jobcomp.txt
 MpiDefault=none
+# Removes the PMIx sockets a killed node left behind, so a requeued job starts
+# again there (see the script).
+Prolog=$(cd "$(dirname "$0")" && pwd)/prolog-stale-pmix.sh
 SwitchType=switch/none
 ReturnToService=2
 # Oversized requests fail at once instead of pending forever.

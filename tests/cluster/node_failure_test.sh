@@ -38,7 +38,8 @@ reference=$(submit_job cnn.ini --name reference --nodes 2 --tasks-per-node 2 -- 
 [ "$(wait_job "$reference")" = done ] || fail "the reference job did not finish: $(tail -n 20 "$scratch/jobs/$reference/log.txt")"
 reference_accuracy=$(json_value "$scratch/jobs/$reference/run" test_accuracy)
 
-for fault in kill link restart shrink; do
+# NODE_FAULTS (default all) runs some of them, e.g. when investigating one.
+for fault in ${NODE_FAULTS:-kill link restart shrink}; do
   shape=(--nodes 2 --tasks-per-node 2)
   [ "$fault" = shrink ] && shape=(--nodes 3-4 --tasks-per-node 1)
   job=$(submit_job cnn.ini --name "node-$fault" "${shape[@]}" -- "${train[@]}")
