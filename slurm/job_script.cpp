@@ -2,6 +2,8 @@
 // what ran, so it is meant to be read: one directive or command per line.
 #include "slurm/job_script.h"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -59,9 +61,20 @@ void sbatch_directives(std::ostream& out, const ScriptSpec& s) {
   } else {
     out << "#SBATCH --output=" << sbatch_quote(slurm_filename(s.job_dir) + "/log.txt") << "\n";
   }
-  out << "#SBATCH --nodes=" << p.node_count() << "\n#SBATCH --ntasks-per-node=" << p.tasks_per_node << "\n";
-  if (p.cpus_per_task) out << "#SBATCH --cpus-per-task=" << p.cpus_per_task << "\n";
-  if (p.gpus_per_task) out << "#SBATCH --gpus-per-task=" << p.gpus_per_task << "\n";
+  out << "#SBATCH --nodes=" << p.node_count() << "\n";
+  if (p.min_nodes > 0) {
+    // A node range with --ntasks-per-node makes sbatch fix the task count at
+    // MIN x tasks, and Slurm then always allocates MIN nodes. So a range asks
+    // per node for the CPUs (and GPUs) of its tasks instead: Slurm allocates
+    // as many nodes of the range as are free, and srun starts the tasks per
+    // node on however many it got (train_line).
+    out << "#SBATCH --mincpus=" << p.tasks_per_node * std::max(p.cpus_per_task, 1) << "\n";
+    if (p.gpus_per_task) out << "#SBATCH --gpus-per-node=" << p.tasks_per_node * p.gpus_per_task << "\n";
+  } else {
+    out << "#SBATCH --ntasks-per-node=" << p.tasks_per_node << "\n";
+    if (p.cpus_per_task) out << "#SBATCH --cpus-per-task=" << p.cpus_per_task << "\n";
+    if (p.gpus_per_task) out << "#SBATCH --gpus-per-task=" << p.gpus_per_task << "\n";
+  }
   if (p.gpus_per_node) out << "#SBATCH --gpus-per-node=" << p.gpus_per_node << "\n";
   const std::pair<const char*, const std::string*> named[] = {
       {"partition", &p.partition}, {"account", &p.account}, {"qos", &p.qos}, {"time", &p.time}};
@@ -197,6 +210,7 @@ void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::s
     // --kill-on-bad-exit: a rank that dies (a crash, the OOM killer) ends every
     // other rank at once, instead of leaving them in a collective until a timeout.
     out << "srun --mpi=" << shell_quote(p.mpi) << " --kill-on-bad-exit=1";
+    if (p.min_nodes > 0) out << " --ntasks-per-node=" << p.tasks_per_node;
     if (p.cpus_per_task) out << " --cpus-per-task=" << p.cpus_per_task;
     if (p.gpus_per_task) {
       out << " --gpus-per-task=" << p.gpus_per_task << " --gpu-bind="

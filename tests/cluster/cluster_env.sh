@@ -57,8 +57,16 @@ wait_job() {
   echo "timeout($state)"
 }
 
-# The rank table rank 0 logs: "RANK HOST LOCAL" lines.
-rank_table() { awk '/^ +rank +host +local/ {on = 1; next} on && $1 ~ /^[0-9]+$/ {print $1, $2, $3; next} on {exit}' "$1"; }
+# The rank table rank 0 logs, as "RANK HOST LOCAL" lines: rank_table LOG
+# [last]: the first start's, or with `last` the last start's (a requeued
+# job's log holds one per start).
+rank_table() {
+  awk -v which="${2:-first}" '
+    /^ +rank +host +local/ {if (which == "first" && n) exit; on = 1; n = 0; delete t; next}
+    on && $1 ~ /^[0-9]+$/ {t[++n] = $1 " " $2 " " $3; next}
+    {on = 0}
+    END {for (i = 1; i <= n; i++) print t[i]}' "$1"
+}
 
 # pids of the processes in node $1 whose command line contains $2 (nodes
 # share this machine's pid space: a process is node K's by its network

@@ -28,6 +28,8 @@ train=(--threads 1 --validation-data "" --checkpoint-frequency 100 --checkpoint-
   --collective-timeout "$collective_timeout")
 
 iteration() { "$dlscale" jobs --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("progress",{}).get("iteration",0) or 0)'; }
+# The state of job $1 when it has ended (done, failed, cancelled), else nothing.
+ended() { "$dlscale" jobs --json "$1" | python3 -c 'import json,sys; s=json.load(sys.stdin).get("state",""); print(s if s in ("done","failed","cancelled") else "")'; }
 job_nodes() { squeue -h -j "$1" -o %N; }
 # Whether job $1 runs on node $2 (squeue compresses its node list: node[1-2]).
 still_on() { [ "$(squeue -h -j "$1" -o %t)" = R ] && [[ " $(scontrol show hostnames "$(job_nodes "$1")" | paste -sd ' ') " == *" $2 "* ]]; }
@@ -46,7 +48,8 @@ for fault in ${NODE_FAULTS:-kill link restart shrink}; do
   log=$scratch/jobs/$job/log.txt
   begin=$SECONDS
   until (($(iteration "$job") >= 120)); do
-    ((SECONDS - begin < 300)) || fail "$job did not reach iteration 120: $(tail -n 5 "$log" 2>/dev/null)"
+    ((SECONDS - begin < 300)) && [ -z "$(ended "$job")" ] ||
+      fail "$job did not reach iteration 120 ($(ended "$job")): $(grep -v '^|' "$log" 2>/dev/null | tail -n 30)"
     sleep 1
   done
   id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["slurm_job_id"])' "$scratch/jobs/$job/job.json")
@@ -82,9 +85,9 @@ for fault in ${NODE_FAULTS:-kill link restart shrink}; do
   lost=$("$dlscale" jobs --json "$job" | python3 -c 'import json,sys; print(" ".join(f["node"] + ":" + ",".join(map(str, f["ranks"])) for f in json.load(sys.stdin)["node_failures"]))')
   [[ $lost == "$victim:$victim_ranks" ]] || fail "dlscale jobs names the failures '$lost', not $victim with ranks $victim_ranks"
   if [ "$fault" = shrink ]; then
-    [ "$(rank_table "$log" | tail -n 3 | awk '{print $1}' | paste -sd ' ')" = "0 1 2" ] &&
+    [ "$(rank_table "$log" last | awk '{print $1}' | paste -sd ' ')" = "0 1 2" ] &&
       grep -q "world_size.: 3" "$scratch/jobs/$job/run/summary.json" ||
-      fail "the requeued start did not run 3 ranks: $(rank_table "$log" | tail -n 4)"
+      fail "the requeued start did not run 3 ranks: $(rank_table "$log" last)"
   fi
   accuracy=$(json_value "$scratch/jobs/$job/run" test_accuracy)
   python3 -c "import sys; sys.exit(0 if abs($accuracy - $reference_accuracy) <= 0.005 else 1)" ||

@@ -47,12 +47,20 @@ TEST(JobScript, SlurmDefaults) {
   expect_valid_bash(script);
 }
 
-TEST(JobScript, NodeRangeGoesToSbatch) {
+// A node range asks for CPUs and GPUs per node, not tasks per node (which
+// would make Slurm allocate MIN nodes always); srun starts the tasks per node.
+TEST(JobScript, NodeRangeAsksForCpusPerNodeAndSrunPlacesTheTasks) {
   ScriptSpec s = base_spec("slurm");
   s.profile.nodes = 4;
   s.profile.min_nodes = 3;
+  s.profile.tasks_per_node = 2;
+  s.profile.cpus_per_task = 8;
+  s.profile.gpus_per_task = 1;
   std::string script = job_script(s);
-  EXPECT_NE(script.find("#SBATCH --nodes=3-4\n#SBATCH --ntasks-per-node="), std::string::npos) << script;
+  EXPECT_NE(script.find("#SBATCH --nodes=3-4\n#SBATCH --mincpus=16\n#SBATCH --gpus-per-node=2\n"), std::string::npos) << script;
+  EXPECT_EQ(script.find("#SBATCH --ntasks-per-node"), std::string::npos) << script;
+  EXPECT_EQ(script.find("#SBATCH --gpus-per-task"), std::string::npos) << script;
+  EXPECT_NE(script.find("srun --mpi='pmix' --kill-on-bad-exit=1 --ntasks-per-node=2 --cpus-per-task=8 --gpus-per-task=1"), std::string::npos) << script;
   expect_valid_bash(script);
 }
 
