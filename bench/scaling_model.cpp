@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace dlscale::bench {
@@ -22,6 +23,42 @@ AlphaBeta fit_alpha_beta(const std::vector<Point>& points) {
   if (points.size() < 2 || !(std::abs(det) > 1e-12 * sw * swss))
     throw std::invalid_argument("alpha-beta fit: needs at least two distinct sizes");
   return {(swss * swt - sws * swst) / det, (sw * swst - sws * swt) / det};
+}
+
+namespace {
+double squared_relative_residuals(const AlphaBeta& f, const std::vector<Point>& points) {
+  double sum = 0;
+  for (const Point& p : points) sum += std::pow((f.at(p.bytes) - p.seconds) / p.seconds, 2);
+  return sum;
+}
+}  // namespace
+
+double worst_relative_residual(const AllreduceFit& f, const std::vector<Point>& points) {
+  double worst = 0;
+  for (const Point& p : points) worst = std::max(worst, std::abs(f.at(p.bytes) - p.seconds) / p.seconds);
+  return worst;
+}
+
+AllreduceFit fit_allreduce(std::vector<Point> points) {
+  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.bytes < b.bytes; });
+  const AlphaBeta one = fit_alpha_beta(points);
+  AllreduceFit best{one, one, std::numeric_limits<double>::infinity()};
+  // A line within 5 % of every point needs no split; a split must at least
+  // halve the residuals (two lines always fit a little better than one).
+  if (worst_relative_residual(best, points) <= 0.05) return best;
+  double best_cost = 0.5 * squared_relative_residuals(one, points);
+  for (std::size_t k = 2; k + 2 <= points.size(); ++k) {
+    if (points[k - 1].bytes == points[k].bytes) continue;
+    const std::vector<Point> below(points.begin(), points.begin() + k), above(points.begin() + k, points.end());
+    const AlphaBeta small = fit_alpha_beta(below), large = fit_alpha_beta(above);
+    const double cost = squared_relative_residuals(small, below) + squared_relative_residuals(large, above);
+    if (cost < best_cost) {
+      best_cost = cost;
+      // Halfway (geometrically) between the two measured sizes around the split.
+      best = {small, large, std::sqrt(points[k - 1].bytes * points[k].bytes)};
+    }
+  }
+  return best;
 }
 
 std::vector<Bucket> plan_buckets(const std::vector<LayerCost>& layers, double bucket_bytes,

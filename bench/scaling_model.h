@@ -32,6 +32,23 @@ struct Point {
 // Needs two distinct sizes with positive times.
 AlphaBeta fit_alpha_beta(const std::vector<Point>& points);
 
+// The all-reduce is seldom one line: MPI switches algorithms and protocols
+// with the message size (eager to rendezvous, recursive doubling to ring),
+// and a token-bucket link passes a burst at line rate. So the model fits two
+// alpha-beta lines, for the sizes below and above a split chosen among the
+// measured sizes (each side at least two of them) to minimise the squared
+// relative residuals; one line for all (split_bytes infinite) with fewer
+// than four sizes, when one line is within 5 % of every point, or when no
+// split halves its residuals.
+struct AllreduceFit {
+  AlphaBeta small, large;
+  double split_bytes = 0;  // sizes below use `small`, the others `large`
+  double at(double bytes) const { return bytes < split_bytes ? small.at(bytes) : large.at(bytes); }
+};
+AllreduceFit fit_allreduce(std::vector<Point> points);
+// The largest |predicted - measured| / measured over the points.
+double worst_relative_residual(const AllreduceFit& f, const std::vector<Point>& points);
+
 // One layer in backward order: its backward time and its gradient bytes.
 struct LayerCost {
   std::string name;

@@ -31,10 +31,17 @@ std::vector<Point> points(const Json& list) {
   return out;
 }
 
-double worst_residual(const AlphaBeta& f, const std::vector<Point>& pts) {
-  double worst = 0;
-  for (const Point& p : pts) worst = std::max(worst, std::abs(f.at(p.bytes) - p.seconds) / p.seconds);
-  return worst;
+// "alpha A us, 1/beta B GB/s", or two such for the sizes below and above the split.
+std::string describe(const AllreduceFit& f) {
+  auto line = [](const AlphaBeta& ab) {
+    char text[80];
+    std::snprintf(text, sizeof text, "alpha %.1f us, 1/beta %.3f GB/s", ab.alpha * 1e6, 1e-9 / ab.beta);
+    return std::string(text);
+  };
+  if (!std::isfinite(f.split_bytes)) return line(f.large);
+  char split[40];
+  std::snprintf(split, sizeof split, "%.0f KiB", f.split_bytes / 1024);
+  return "below " + std::string(split) + " " + line(f.small) + "; above " + line(f.large);
 }
 
 Json read_json(const std::string& path) {
@@ -53,18 +60,17 @@ void measured_rows(const std::string& path, double& worst_error) {
   const int ranks = j.at("ranks").get<int>();
   const auto blocking = points(j.at("allreduce").at("blocking")), nonblocking = points(j.at("allreduce").at("nonblocking"));
   // One rank reduces nothing: its sweep times copies of nothing, maybe 0 s.
-  const AlphaBeta fb = ranks > 1 ? fit_alpha_beta(blocking) : AlphaBeta{};
-  const AlphaBeta fn = ranks > 1 ? fit_alpha_beta(nonblocking) : AlphaBeta{};
+  const AllreduceFit fb = ranks > 1 ? fit_allreduce(blocking) : AllreduceFit{};
+  const AllreduceFit fn = ranks > 1 ? fit_allreduce(nonblocking) : AllreduceFit{};
   std::printf("\n%s (%s): %d rank(s), local batch %d, %.2f MB of gradients\n", path.c_str(),
               j.at("config").get<std::string>().c_str(),
               ranks, j.at("local_batch").get<int>(), j.at("grad_bytes").get<double>() / 1e6);
   if (ranks == 1)
     std::printf("one rank: no all-reduce (the runtime reduces nothing), so no fit\n\n");
   else
-    std::printf("fit MPI_Allreduce: alpha %.1f us, 1/beta %.3f GB/s (worst residual %.0f%%); "
-                "MPI_Iallreduce+Wait: alpha %.1f us, 1/beta %.3f GB/s (worst %.0f%%)\n\n",
-                fb.alpha * 1e6, 1e-9 / fb.beta, 100 * worst_residual(fb, blocking), fn.alpha * 1e6, 1e-9 / fn.beta,
-                100 * worst_residual(fn, nonblocking));
+    std::printf("fit MPI_Allreduce: %s (worst residual %.0f%%); MPI_Iallreduce+Wait: %s (worst %.0f%%)\n\n",
+                describe(fb).c_str(), 100 * worst_relative_residual(fb, blocking), describe(fn).c_str(),
+                100 * worst_relative_residual(fn, nonblocking));
   std::vector<LayerCost> layers;
   for (const auto& l : j.at("layers"))
     layers.push_back({l.at("name").get<std::string>(), l.at("backward_s").get<double>(), l.at("grad_bytes").get<double>()});

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 
 namespace dlscale::bench {
@@ -31,6 +32,26 @@ std::vector<LayerCost> layers(std::initializer_list<std::pair<double, double>> c
   std::vector<LayerCost> out;
   for (auto [s, bytes] : costs) out.push_back({"l" + std::to_string(out.size()), s, bytes});
   return out;
+}
+
+// Two regimes (a protocol switch, a token bucket's burst): the fit finds the
+// split between them and each line; one regime stays one line.
+TEST(ScalingModel, AllreduceFitFindsTwoRegimesAndKeepsOneLineForOne) {
+  std::vector<Point> pts;
+  for (double s : {4096.0, 16384.0, 65536.0}) pts.push_back({s, 50e-6 + 1e-9 * s});
+  for (double s : {1048576.0, 4194304.0, 16777216.0, 67108864.0}) pts.push_back({s, 16e-9 * s});
+  const AllreduceFit two = fit_allreduce(pts);
+  EXPECT_NEAR(two.split_bytes, std::sqrt(65536.0 * 1048576.0), 1);
+  EXPECT_NEAR(two.small.alpha, 50e-6, 1e-9);
+  EXPECT_NEAR(two.large.beta, 16e-9, 1e-15);
+  EXPECT_LT(worst_relative_residual(two, pts), 1e-6);
+  EXPECT_GT(worst_relative_residual(AllreduceFit{fit_alpha_beta(pts), fit_alpha_beta(pts), 1e300}, pts), 0.5);
+
+  std::vector<Point> line;
+  for (double s : {4096.0, 65536.0, 1048576.0, 16777216.0}) line.push_back({s, 10e-6 + 1e-9 * s});
+  const AllreduceFit one = fit_allreduce(line);
+  EXPECT_FALSE(std::isfinite(one.split_bytes));
+  EXPECT_NEAR(one.at(1 << 20), 10e-6 + 1e-9 * (1 << 20), 1e-12);
 }
 
 TEST(ScalingModel, PlanFollowsGradientBuckets) {
