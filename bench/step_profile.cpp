@@ -6,7 +6,8 @@
 //     gradients-ready callback, the hook the buckets start from) with its
 //     gradient bytes, and the optimizer update; per step the slowest rank's, medians;
 //  2. MPI_Allreduce and MPI_Iallreduce + MPI_Wait of float buffers from 4 KiB
-//     up to --max-allreduce-mib (x4 each time): the points of the alpha-beta fit;
+//     up to --max-allreduce-mib (x4 each time, then the maximum itself): the
+//     points of the alpha-beta fit;
 //  3. per bucket size: the bucket layout (layers, bytes), the bucketed
 //     all-reduce alone, and training steps with the all-reduce overlapped as
 //     the runtime does it: step, forward, backward, wait in finish(), update,
@@ -213,7 +214,13 @@ double time_allreduce(Communicator& comm, std::vector<float>& buf, bool blocking
 // Part 2: the points of the alpha-beta fit.
 Json allreduce_sweep(Communicator& comm, double max_mib) {
   Json j = {{"blocking", Json::array()}, {"nonblocking", Json::array()}};
-  for (std::size_t bytes = 4096; bytes <= static_cast<std::size_t>(max_mib * (1 << 20)); bytes *= 4) {
+  // 4 KiB, 16 KiB, ... (x4), and the maximum itself, so the fit reaches the
+  // largest bucket instead of extrapolating to it.
+  const auto max_bytes = static_cast<std::size_t>(max_mib * (1 << 20)) / 4 * 4;
+  std::vector<std::size_t> sizes;
+  for (std::size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) sizes.push_back(bytes);
+  if (sizes.empty() || sizes.back() < max_bytes) sizes.push_back(max_bytes);
+  for (std::size_t bytes : sizes) {
     std::vector<float> buf(bytes / 4);
     const int reps = static_cast<int>(std::clamp<std::size_t>((std::size_t(64) << 20) / bytes, 3, 20));
     for (bool blocking : {true, false})

@@ -1,6 +1,8 @@
 // Checkpoint and resume under mpirun -n 2: a run stopped at a step boundary
 // and resumed with --resume auto ends with bitwise the same weights as an
-// uninterrupted run (same seed, rank count and threads); a corrupt newest
+// uninterrupted run (same seed, rank count and threads), also with
+// augmentation and for a transformer and a residual network in deterministic
+// mode; a corrupt newest
 // checkpoint is set aside; a different rank count resumes with a re-split and
 // ends with the weights of an uninterrupted run; checkpoint-keep bounds the
 // files kept and never deletes the checkpoint just written; a fresh run into a
@@ -155,6 +157,36 @@ TEST_F(Resume, DeterministicTransformerStoppedAndResumedEqualsUninterruptedBitwi
   EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
   EXPECT_EQ(*whole.validation_loss, *resumed.validation_loss);
   EXPECT_LT(*whole.validation_loss, std::log(256.0) - 1) << "the transformer learned nothing";
+}
+
+// The same for the residual family: a deterministic 2-rank run of a small
+// ResNet (a residual block with a stride-2 projection shortcut, global
+// average pooling) with augmentation, stopped and resumed, ends with the
+// uninterrupted run's weights and validation accuracy.
+TEST_F(Resume, DeterministicResidualNetworkStoppedAndResumedEqualsUninterruptedBitwise) {
+  Communicator comm;
+  auto resnet = [&](const std::string& run) {
+    auto o = options(dir_, run);
+    o.network.layer_lines = {"conv2d filters=4 kernel=3 padding=same bias=false", "batchnorm", "relu name=stem",
+                             "conv2d filters=8 kernel=3 stride=2 padding=same bias=false", "batchnorm", "relu",
+                             "conv2d filters=8 kernel=3 padding=same bias=false", "batchnorm name=main",
+                             "conv2d filters=8 kernel=1 stride=2 bias=false input=stem", "batchnorm",
+                             "add from=main", "relu", "globalavgpool", "dense units=4", "softmax"};
+    o.augment.crop_padding = 1;
+    o.augment.horizontal_flip = true;
+    o.deterministic = true;
+    return o;
+  };
+  TrainingResult whole = trainnet(resnet("res-whole"), comm);
+  ASSERT_EQ(whole.iterations, 90);
+  train_stopping_at(resnet("res-parts"), comm, 41);
+  auto o = resnet("res-parts");
+  o.resume = "auto";
+  TrainingResult resumed = trainnet(o, comm);
+  EXPECT_EQ(resumed.iterations, 90);
+  EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
+  EXPECT_EQ(*whole.validation_accuracy, *resumed.validation_accuracy);
+  EXPECT_LT(*whole.validation_loss, std::log(4.0) - 0.2) << "the residual network learned nothing (4 classes)";
 }
 
 TEST_F(Resume, CorruptNewestCheckpointIsSkipped) {
