@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "io/hdf5.h"
 #include "io/shard_writer.h"
@@ -58,6 +59,22 @@ std::vector<std::vector<double>> weights(Network& net) {
     all.push_back(std::move(v));
   }
   return all;
+}
+
+// The run `make(NAME + "-whole")` uninterrupted, and `make(NAME + "-parts")`
+// stopped after `stop_at` steps and resumed with --resume auto.
+struct WholeAndResumed {
+  TrainingResult whole, resumed;
+};
+WholeAndResumed whole_and_resumed(const std::function<TrainingOptions(const std::string&)>& make,
+                                  const std::string& name, int stop_at, Communicator& comm) {
+  WholeAndResumed r;
+  r.whole = trainnet(make(name + "-whole"), comm);
+  train_stopping_at(make(name + "-parts"), comm, stop_at);
+  auto o = make(name + "-parts");
+  o.resume = "auto";
+  r.resumed = trainnet(o, comm);
+  return r;
 }
 
 class Resume : public ::testing::Test {
@@ -116,11 +133,7 @@ TEST_F(Resume, AugmentedRunStoppedAndResumedEqualsUninterruptedBitwise) {
     o.augment.horizontal_flip = true;
     return o;
   };
-  TrainingResult whole = trainnet(augmented("aug-whole"), comm);
-  train_stopping_at(augmented("aug-parts"), comm, 37);
-  auto o = augmented("aug-parts");
-  o.resume = "auto";
-  TrainingResult resumed = trainnet(o, comm);
+  auto [whole, resumed] = whole_and_resumed(augmented, "aug", 37, comm);
   EXPECT_EQ(resumed.iterations, 90);
   EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
   TrainingResult plain = trainnet(options(dir_, "aug-plain"), comm);
@@ -147,12 +160,8 @@ TEST_F(Resume, DeterministicTransformerStoppedAndResumedEqualsUninterruptedBitwi
     o.max_epochs = 2;
     return o;
   };
-  TrainingResult whole = trainnet(transformer("tf-whole"), comm);
+  auto [whole, resumed] = whole_and_resumed(transformer, "tf", 13, comm);
   ASSERT_GT(whole.iterations, 20);
-  train_stopping_at(transformer("tf-parts"), comm, 13);
-  auto o = transformer("tf-parts");
-  o.resume = "auto";
-  TrainingResult resumed = trainnet(o, comm);
   EXPECT_EQ(resumed.iterations, whole.iterations);
   EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
   EXPECT_EQ(*whole.validation_loss, *resumed.validation_loss);
@@ -177,12 +186,8 @@ TEST_F(Resume, DeterministicResidualNetworkStoppedAndResumedEqualsUninterruptedB
     o.deterministic = true;
     return o;
   };
-  TrainingResult whole = trainnet(resnet("res-whole"), comm);
+  auto [whole, resumed] = whole_and_resumed(resnet, "res", 41, comm);
   ASSERT_EQ(whole.iterations, 90);
-  train_stopping_at(resnet("res-parts"), comm, 41);
-  auto o = resnet("res-parts");
-  o.resume = "auto";
-  TrainingResult resumed = trainnet(o, comm);
   EXPECT_EQ(resumed.iterations, 90);
   EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
   EXPECT_EQ(*whole.validation_accuracy, *resumed.validation_accuracy);
