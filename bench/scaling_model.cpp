@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -26,12 +27,54 @@ AlphaBeta fit_alpha_beta(const std::vector<Point>& points) {
 }
 
 namespace {
-double squared_relative_residuals(const AlphaBeta& f, const std::vector<Point>& points) {
+double squared_relative_residuals(const AlphaBeta& f, const std::vector<Point>& points, std::size_t begin,
+                                  std::size_t end) {
   double sum = 0;
-  for (const Point& p : points) sum += std::pow((f.at(p.bytes) - p.seconds) / p.seconds, 2);
+  for (std::size_t i = begin; i < end; ++i)
+    sum += std::pow((f.at(points[i].bytes) - points[i].seconds) / points[i].seconds, 2);
   return sum;
 }
+
+// The best split of sorted `points` into `segments` consecutive ranges of at
+// least two points (distinct sizes at each boundary), and its cost.
+std::pair<AllreduceFit, double> best_split(const std::vector<Point>& points, std::size_t segments) {
+  std::pair<AllreduceFit, double> best{{}, std::numeric_limits<double>::infinity()};
+  std::vector<std::size_t> bounds{0};
+  std::function<void(double)> place = [&](double cost_so_far) {
+    const std::size_t begin = bounds.back();
+    if (bounds.size() == segments) {  // the last range runs to the end
+      if (points.size() - begin < 2) return;
+      const std::vector<Point> range(points.begin() + begin, points.end());
+      const AlphaBeta line = fit_alpha_beta(range);
+      const double cost = cost_so_far + squared_relative_residuals(line, points, begin, points.size());
+      if (cost >= best.second) return;
+      AllreduceFit f;
+      for (std::size_t k = 0; k < bounds.size(); ++k) {
+        const std::size_t b = bounds[k], e = k + 1 < bounds.size() ? bounds[k + 1] : points.size();
+        f.lines.push_back(fit_alpha_beta(std::vector<Point>(points.begin() + b, points.begin() + e)));
+        if (k > 0) f.splits.push_back(std::sqrt(points[b - 1].bytes * points[b].bytes));
+      }
+      best = {f, cost};
+      return;
+    }
+    for (std::size_t end = begin + 2; end + 2 <= points.size(); ++end) {
+      if (points[end - 1].bytes == points[end].bytes) continue;
+      const std::vector<Point> range(points.begin() + begin, points.begin() + end);
+      bounds.push_back(end);
+      place(cost_so_far + squared_relative_residuals(fit_alpha_beta(range), points, begin, end));
+      bounds.pop_back();
+    }
+  };
+  place(0);
+  return best;
+}
 }  // namespace
+
+double AllreduceFit::at(double bytes) const {
+  std::size_t k = 0;
+  while (k < splits.size() && bytes >= splits[k]) ++k;
+  return lines[k].at(bytes);
+}
 
 double worst_relative_residual(const AllreduceFit& f, const std::vector<Point>& points) {
   double worst = 0;
@@ -41,24 +84,14 @@ double worst_relative_residual(const AllreduceFit& f, const std::vector<Point>& 
 
 AllreduceFit fit_allreduce(std::vector<Point> points) {
   std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.bytes < b.bytes; });
-  const AlphaBeta one = fit_alpha_beta(points);
-  AllreduceFit best{one, one, std::numeric_limits<double>::infinity()};
-  // A line within 5 % of every point needs no split; a split must at least
-  // halve the residuals (two lines always fit a little better than one).
-  if (worst_relative_residual(best, points) <= 0.05) return best;
-  double best_cost = 0.5 * squared_relative_residuals(one, points);
-  for (std::size_t k = 2; k + 2 <= points.size(); ++k) {
-    if (points[k - 1].bytes == points[k].bytes) continue;
-    const std::vector<Point> below(points.begin(), points.begin() + k), above(points.begin() + k, points.end());
-    const AlphaBeta small = fit_alpha_beta(below), large = fit_alpha_beta(above);
-    const double cost = squared_relative_residuals(small, below) + squared_relative_residuals(large, above);
-    if (cost < best_cost) {
-      best_cost = cost;
-      // Halfway (geometrically) between the two measured sizes around the split.
-      best = {small, large, std::sqrt(points[k - 1].bytes * points[k].bytes)};
-    }
+  auto best = best_split(points, 1);
+  if (worst_relative_residual(best.first, points) <= 0.05) return best.first;
+  for (std::size_t segments = 2; segments <= 3; ++segments) {
+    auto more = best_split(points, segments);
+    if (!(more.second < 0.5 * best.second)) break;
+    best = more;
   }
-  return best;
+  return best.first;
 }
 
 std::vector<Bucket> plan_buckets(const std::vector<LayerCost>& layers, double bucket_bytes,

@@ -34,16 +34,17 @@ AlphaBeta fit_alpha_beta(const std::vector<Point>& points);
 
 // The all-reduce is seldom one line: MPI switches algorithms and protocols
 // with the message size (eager to rendezvous, recursive doubling to ring),
-// and a token-bucket link passes a burst at line rate. So the model fits two
-// alpha-beta lines, for the sizes below and above a split chosen among the
-// measured sizes (each side at least two of them) to minimise the squared
-// relative residuals; one line for all (split_bytes infinite) with fewer
-// than four sizes, when one line is within 5 % of every point, or when no
-// split halves its residuals.
+// and a token-bucket link passes a burst at line rate, so the throughput
+// can change over decades of sizes. So the model fits up to three
+// alpha-beta lines over consecutive ranges of the measured sizes (each at
+// least two of them), split where the squared relative residuals are least.
+// One line is kept when it is within 5 % of every point; a further line
+// only when it at least halves the residuals (more lines always fit a
+// little better).
 struct AllreduceFit {
-  AlphaBeta small, large;
-  double split_bytes = 0;  // sizes below use `small`, the others `large`
-  double at(double bytes) const { return bytes < split_bytes ? small.at(bytes) : large.at(bytes); }
+  std::vector<AlphaBeta> lines;  // by size: lines[i] below splits[i], the last above all splits
+  std::vector<double> splits;    // halfway (geometrically) between the measured sizes around a split
+  double at(double bytes) const;
 };
 AllreduceFit fit_allreduce(std::vector<Point> points);
 // The largest |predicted - measured| / measured over the points.

@@ -31,17 +31,24 @@ std::vector<Point> points(const Json& list) {
   return out;
 }
 
-// "alpha A us, 1/beta B GB/s", or two such for the sizes below and above the split.
+// "alpha A us, 1/beta B GB/s", one such per line of the fit with the sizes it covers.
 std::string describe(const AllreduceFit& f) {
-  auto line = [](const AlphaBeta& ab) {
-    char text[80];
-    std::snprintf(text, sizeof text, "alpha %.1f us, 1/beta %.3f GB/s", ab.alpha * 1e6, 1e-9 / ab.beta);
+  auto kib = [](double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.0f KiB", bytes / 1024);
     return std::string(text);
   };
-  if (!std::isfinite(f.split_bytes)) return line(f.large);
-  char split[40];
-  std::snprintf(split, sizeof split, "%.0f KiB", f.split_bytes / 1024);
-  return "below " + std::string(split) + " " + line(f.small) + "; above " + line(f.large);
+  std::string out;
+  for (std::size_t k = 0; k < f.lines.size(); ++k) {
+    char text[80];
+    std::snprintf(text, sizeof text, "alpha %.1f us, 1/beta %.3f GB/s", f.lines[k].alpha * 1e6, 1e-9 / f.lines[k].beta);
+    if (f.lines.size() > 1)
+      out += (k == 0 ? "below " + kib(f.splits[0])
+                     : k < f.splits.size() ? "; " + kib(f.splits[k - 1]) + " to " + kib(f.splits[k])
+                                           : "; above " + kib(f.splits[k - 1])) + " ";
+    out += text;
+  }
+  return out;
 }
 
 Json read_json(const std::string& path) {

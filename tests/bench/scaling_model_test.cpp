@@ -34,23 +34,34 @@ std::vector<LayerCost> layers(std::initializer_list<std::pair<double, double>> c
   return out;
 }
 
-// Two regimes (a protocol switch, a token bucket's burst): the fit finds the
-// split between them and each line; one regime stays one line.
-TEST(ScalingModel, AllreduceFitFindsTwoRegimesAndKeepsOneLineForOne) {
+// Regimes (a protocol switch, a token bucket's burst): the fit finds the
+// splits between them and each line; one regime stays one line.
+TEST(ScalingModel, AllreduceFitFindsTheRegimesAndKeepsOneLineForOne) {
   std::vector<Point> pts;
   for (double s : {4096.0, 16384.0, 65536.0}) pts.push_back({s, 50e-6 + 1e-9 * s});
   for (double s : {1048576.0, 4194304.0, 16777216.0, 67108864.0}) pts.push_back({s, 16e-9 * s});
   const AllreduceFit two = fit_allreduce(pts);
-  EXPECT_NEAR(two.split_bytes, std::sqrt(65536.0 * 1048576.0), 1);
-  EXPECT_NEAR(two.small.alpha, 50e-6, 1e-9);
-  EXPECT_NEAR(two.large.beta, 16e-9, 1e-15);
+  ASSERT_EQ(two.splits.size(), 1u);
+  EXPECT_NEAR(two.splits[0], std::sqrt(65536.0 * 1048576.0), 1);
+  EXPECT_NEAR(two.lines[0].alpha, 50e-6, 1e-9);
+  EXPECT_NEAR(two.lines[1].beta, 16e-9, 1e-15);
   EXPECT_LT(worst_relative_residual(two, pts), 1e-6);
-  EXPECT_GT(worst_relative_residual(AllreduceFit{fit_alpha_beta(pts), fit_alpha_beta(pts), 1e300}, pts), 0.5);
+  const AlphaBeta one_line = fit_alpha_beta(pts);
+  EXPECT_GT(worst_relative_residual(AllreduceFit{{one_line}, {}}, pts), 0.5);
+
+  // A third regime above 64 MiB (a slower algorithm for the largest sizes).
+  std::vector<Point> three = pts;
+  three.back() = {64.0 * (1 << 20), 1e-3 + 12e-9 * 64 * (1 << 20)};
+  for (double s : {128.0 * (1 << 20), 256.0 * (1 << 20), 512.0 * (1 << 20)}) three.push_back({s, 0.2 + 30e-9 * s});
+  const AllreduceFit f3 = fit_allreduce(three);
+  ASSERT_EQ(f3.splits.size(), 2u);
+  EXPECT_NEAR(f3.at(256.0 * (1 << 20)), 0.2 + 30e-9 * 256 * (1 << 20), 1e-9);
+  EXPECT_NEAR(f3.at(8192), 50e-6 + 1e-9 * 8192, 1e-12);
 
   std::vector<Point> line;
   for (double s : {4096.0, 65536.0, 1048576.0, 16777216.0}) line.push_back({s, 10e-6 + 1e-9 * s});
   const AllreduceFit one = fit_allreduce(line);
-  EXPECT_FALSE(std::isfinite(one.split_bytes));
+  EXPECT_TRUE(one.splits.empty());
   EXPECT_NEAR(one.at(1 << 20), 10e-6 + 1e-9 * (1 << 20), 1e-12);
 }
 
