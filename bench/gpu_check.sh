@@ -201,6 +201,19 @@ det2=$?
 train 60 amp-fp16 --max-epochs 1 --validation-data "" --test-data "$data/test" \
   --training-precision automatic-mixed --mixed-precision-type fp16
 amp_fp16_rc=$?
+# The real models of issue #18 on the GPU, one epoch each, float32: the
+# ResNet-20 of examples/fashion-mnist/resnet.ini (with its augmentation) and
+# the 4-layer transformer of examples/text/transformer.ini on the fortunes.
+step 120 "$work/resnet.log" "$dl" train examples/fashion-mnist/resnet.ini --train-data "$data/train" \
+  --validation-data "" --test-data "$data/test" --max-epochs 1 --execution-environment gpu --output "$work/resnet"
+resnet_rc=$?
+transformer_rc=126
+if [ -d "$data/text-train" ]; then
+  step 120 "$work/transformer.log" "$dl" train examples/text/transformer.ini --train-data "$data/text-train" \
+    --validation-data "$data/text-val" --test-data "" --max-epochs 1 --execution-environment gpu \
+    --output "$work/transformer"
+  transformer_rc=$?
+fi
 # Last, with whatever time is left: memory errors and races in the layer tests.
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 memcheck=126 racecheck=126
@@ -223,6 +236,15 @@ acc = s.get("test_accuracy")
 skipped = f", {s['skipped_steps']} skipped" if s.get("mixed_precision_type") == "fp16" else ""
 print(f"test accuracy {'-' if acc is None else format(acc, '.4f')}, "
       f"{s['samples_per_second']:.0f} samples/s, {s['epochs']} epoch(s){skipped} (device {s['device']})")
+EOF
+}
+# Reads a token model's figures from summary.json: validation loss per token, tokens/s.
+tokens_summary() {
+  "$py" - "$1" <<'EOF' 2>/dev/null || echo "no summary.json"
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(f"validation loss {s['validation_loss']:.4f} nats/token (perplexity {s['validation_perplexity']:.2f}), "
+      f"{s['samples_per_second'] * 128:.0f} tokens/s, {s['epochs']} epoch(s) (device {s['device']})")
 EOF
 }
 samples_per_second() { "$py" -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["samples_per_second"]))' "$1" 2>/dev/null; }
@@ -271,9 +293,17 @@ printf '%-28s %s\n' "NCCL all-reduce (1 rank)" "$(status $nccl_rc)"
 printf '%-28s %s\n' "caching allocator (host)" "$(status $allocator)"
 printf '%-28s %s\n' "CUDA layers vs CPU" "$(status $layers)"
 printf '%-28s %s\n' "trainnet on the GPU (tests)" "$(status $train_tests): $(sed -n 's/^measured: TrainGpu\.AutomaticMixed[^ ]* \[\([a-z0-9]*\)\] test accuracy = \([^ ]*\) (bound \([^ ]*\) .*/automatic-mixed \1 test accuracy \2 (float32 \3)/p' "$logs/train-gpu-tests.log" | paste -sd';')"
-sanitized() { if [ "$1" = 126 ]; then echo "not run (no compute-sanitizer)"; else status "$1"; fi; }
-printf '%-28s %s\n' "compute-sanitizer memcheck" "$(sanitized $memcheck)"
-printf '%-28s %s\n' "compute-sanitizer racecheck" "$(sanitized $racecheck)"
+# sanitized STATUS LOG: the sanitizer's own verdict (its exit code is 9 when
+# it found something) apart from the tests' (1 when a test failed).
+sanitized() {
+  case $1 in
+    126) echo "not run (no compute-sanitizer)" ;;
+    0 | 1) echo "$(grep -Eo '(ERROR|RACECHECK) SUMMARY: .*' "$2" | tail -1)$([ "$1" = 1 ] && echo "; a layer test failed (above)")" ;;
+    *) echo "$(status "$1"): $(grep -Eo '(ERROR|RACECHECK) SUMMARY: .*' "$2" | tail -1)" ;;
+  esac
+}
+printf '%-28s %s\n' "compute-sanitizer memcheck" "$(sanitized $memcheck "$logs/memcheck.log")"
+printf '%-28s %s\n' "compute-sanitizer racecheck" "$(sanitized $racecheck "$logs/racecheck.log")"
 printf '%-28s %s\n' "measured (measured.txt)" "$(grep -c ' ok$' "$out/measured.txt") within bounds, $(grep -c ' FAILED$' "$out/measured.txt") outside, $(grep -c '(no bound)$' "$out/measured.txt") without"
 printf '%-28s %s\n' "tests skipped" "$(cat "$logs"/*-tests.log 2>/dev/null | grep -c '^\[  SKIPPED \] [A-Za-z].*ms)$')"
 
@@ -312,5 +342,12 @@ case "$det1 $det2 $?" in
   *) row "deterministic (2 runs, cmp model.h5)" "FAILED" "run 1: $(status $det1), run 2: $(status $det2)" ;;
 esac
 row "dlscale GPU, automatic-mixed fp16" "$(status $amp_fp16_rc)" "$(summary "$work/amp-fp16/summary.json")"
+printf '\n%-44s %-22s %s\n' "Real models on the GPU, 1 epoch, float32" "status" "result"
+row "ResNet-20 (resnet.ini), batch 128" "$(status $resnet_rc)" "$(summary "$work/resnet/summary.json")"
+if [ "$transformer_rc" = 126 ]; then
+  row "transformer (transformer.ini), batch 32" "not run" "no fortunes.txt carried (bench/gpu_data.sh stage)"
+else
+  row "transformer (transformer.ini), batch 32" "$(status $transformer_rc)" "$(tokens_summary "$work/transformer/summary.json")"
+fi
 row "wall time" "" "$(( $(date +%s) - start ))s of ${GPU_CHECK_SECONDS:-330}s"
 } | tee "$out/table.txt"

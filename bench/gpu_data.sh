@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Fashion-MNIST for bench/gpu_check.sh: the idx files PyTorch reads and the
-# dlscale shards made from them, so both train on the same data.
+# The data of bench/gpu_check.sh: Fashion-MNIST (the idx files PyTorch reads
+# and the dlscale shards made from them, so both train on the same data) and
+# the fortunes' text for the transformer.
 #   bench/gpu_data.sh stage            here, before a device run: copy Debian's
-#                                      dataset-fashion-mnist into data/fashion-mnist-idx
-#                                      (31 MB, ignored through data/), the folder the device
-#                                      call carries: the lent machine has neither the Debian
-#                                      package nor a network to fetch it
+#                                      dataset-fashion-mnist and the fortunes' plain text
+#                                      (fortunes.txt) into data/fashion-mnist-idx (32 MB,
+#                                      ignored through data/), the folder the device call
+#                                      carries: the lent machine has neither the Debian
+#                                      packages nor a network to fetch them
 #   bench/gpu_data.sh DLSCALE DIR      shard the idx files into DIR/train and DIR/test with
 #                                      the dlscale binary DLSCALE; first writes DIR/idx (the
-#                                      idx folder used) and DIR/source (one line: real or synthetic)
+#                                      idx folder used) and DIR/source (one line: real or synthetic);
+#                                      with the staged fortunes.txt, also DIR/text-train and
+#                                      DIR/text-val (byte windows of 128, the last 10% held out)
 # The idx files are the first complete set of: $FASHION_MNIST, Debian's
 # /usr/share/datasets/fashion-mnist, the carried data/fashion-mnist-idx; else
 # bench/synthetic_idx.py makes synthetic files of the same shape in DIR/idx-synthetic
@@ -24,6 +28,13 @@ if [ "${1:-}" = stage ]; then
   complete "$debian" || { echo "gpu_data.sh stage needs dataset-fashion-mnist (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
   mkdir -p "$carried"
   for f in "${files[@]}"; do cp "$debian/$f" "$carried/"; done
+  # The fortunes' plain-text files, concatenated in examples/text/run.sh's order, for the transformer.
+  text=()
+  for f in /usr/share/games/fortunes/*; do
+    case "$f" in *.dat | *.u8) ;; *) [ -f "$f" ] && text+=("$f") ;; esac
+  done
+  [ ${#text[@]} -gt 0 ] || { echo "gpu_data.sh stage needs fortunes (apt-get install fortunes)" >&2; exit 1; }
+  cat "${text[@]}" >"$carried/fortunes.txt"
   echo "staged $(du -sh "$carried" | cut -f1) in $carried: carry [\"$carried\"] in the device call"
   exit 0
 fi
@@ -47,3 +58,7 @@ for split in train:train t10k:test; do
   "$dlscale" shard --images "$idx/${split%%:*}-images-idx3-ubyte.gz" --labels "$idx/${split%%:*}-labels-idx1-ubyte.gz" \
     --output "$dir/${split##*:}" --shards 4 --overwrite
 done
+if [ -s "$carried/fortunes.txt" ]; then
+  "$dlscale" shard --text "$carried/fortunes.txt" --context 128 --output "$dir/text-train" \
+    --validation-fraction 0.1 --validation-output "$dir/text-val" --shards 4 --overwrite
+fi

@@ -62,6 +62,8 @@ struct DeviceNetwork::NodeState {
   const float* y = nullptr;          // the output: out or the input itself (flatten, inference dropout)
   DeviceBuffer argmax;               // maxpool
   DeviceBuffer save_mean, save_inv_std;      // batchnorm, for backward
+  DeviceBuffer xhat, rstd;           // layernorm, for backward
+  DeviceBuffer q, k, v, p, o;        // attention, for backward
   float* running_mean = nullptr;     // batchnorm buffers, in buffers_
   float* running_var = nullptr;
   bool training = false;
@@ -69,6 +71,11 @@ struct DeviceNetwork::NodeState {
   gpu::ConvShape conv;
   gpu::PoolShape pool;
   gpu::BatchNormShape norm;
+  gpu::AttentionShape attention;
+  // Sequence layers work on rows of the last axis: rows_per_sample rows of
+  // `width` inputs each (dense per position, layernorm); embedding gathers
+  // rows of `width` = dim from a table of `vocab`.
+  std::int64_t rows_per_sample = 1, width = 0, vocab = 0;
   double alpha = 0, momentum = 0, epsilon = 0, rate = 0;
 
   float* value(DeviceNetwork& net, std::size_t k) const { return net.params_[param_index[k]].value; }
@@ -106,15 +113,28 @@ DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropo
       const std::string& kind = node.kind;
       if (!(kind == "dense" || kind == "conv2d" || kind == "maxpool" || kind == "avgpool" || kind == "batchnorm" ||
             kind == "dropout" || kind == "flatten" || kind == "softmax" || kind == "globalavgpool" ||
+            kind == "embedding" || kind == "posembedding" || kind == "layernorm" || kind == "attention" ||
             is_activation(kind)))
         fail(host.spec().source + ": layer '" + node.name + "' (" + kind + ") has no GPU version; train it with "
              "execution-environment=cpu");
-      // Sequence models (per-position dense, one softmax per position) have
-      // CPU kernels only so far.
-      if ((kind == "dense" && setting(*layer, "per_position") != 0) || (kind == "softmax" && node.output_shape.size() != 1))
-        fail(host.spec().source + ": layer '" + node.name + "' (" + kind + " on a sequence) has no GPU version; "
+      // Only the last softmax is run, fused into the loss (forward_logits stops before it).
+      if (kind == "softmax" && &node != &host.nodes().back())
+        fail(host.spec().source + ": layer '" + node.name + "' (softmax before the last layer) has no GPU version; "
              "train it with execution-environment=cpu");
-      if (kind == "conv2d") {
+      if (kind == "dense" && setting(*layer, "per_position") != 0) {
+        state->width = shape.back();
+        state->rows_per_sample = state->in_count / state->width;
+      } else if (kind == "layernorm") {
+        state->width = shape.back();
+        state->rows_per_sample = state->in_count / state->width;
+        state->epsilon = setting(*layer, "epsilon");
+      } else if (kind == "embedding") {
+        state->vocab = static_cast<std::int64_t>(setting(*layer, "vocab"));
+        state->width = static_cast<std::int64_t>(setting(*layer, "dim"));
+      } else if (kind == "attention") {
+        state->attention = {0, shape[0], shape[1], static_cast<std::int64_t>(setting(*layer, "heads")),
+                            setting(*layer, "causal") != 0};
+      } else if (kind == "conv2d") {
         auto* conv = dynamic_cast<Conv2d*>(layer);
         DLSCALE_REQUIRE(conv != nullptr, "conv2d layer of another type");
         const Conv2dGeometry& g = conv->geometry();
@@ -148,6 +168,14 @@ DeviceNetwork::DeviceNetwork(Network& host, GpuContext& ctx, std::uint64_t dropo
   from_host();
 }
 
+gpu::AttentionParams DeviceNetwork::attention_params(const NodeState& s) {
+  return {s.value(*this, 0), s.value(*this, 1), s.value(*this, 2), s.value(*this, 3)};
+}
+
+gpu::AttentionSaved DeviceNetwork::attention_saved(const NodeState& s) {
+  return {s.q.as<float>(), s.k.as<float>(), s.v.as<float>(), s.p.as<float>(), s.o.as<float>()};
+}
+
 const gpu::DeviceParam& DeviceNetwork::device_param(const Param* host_param) const {
   auto it = index_of_.find(host_param);
   DLSCALE_REQUIRE(it != index_of_.end(), "parameter '" + host_param->name + "' is not one of this network's");
@@ -172,8 +200,27 @@ const float* DeviceNetwork::forward_logits(const float* x, std::int64_t batch, b
     if (!node.layer) {  // add: y = x + out[from]
       sum_into(ctx_, output(), h, nodes_[node.add_from]->y, batch * s.out_count);
     } else if (kind == "dense") {
-      gpu::dense_forward(ctx_, h, s.value(*this, 0), s.has_bias() ? s.value(*this, 1) : nullptr, output(), batch,
-                         s.in_count, s.out_count, math_);
+      // Per position: batch·T rows of the last axis (rows_per_sample 1 otherwise).
+      const std::int64_t rows = batch * s.rows_per_sample;
+      gpu::dense_forward(ctx_, h, s.value(*this, 0), s.has_bias() ? s.value(*this, 1) : nullptr, output(), rows,
+                         s.in_count / s.rows_per_sample, s.out_count / s.rows_per_sample, math_);
+    } else if (kind == "embedding") {
+      gpu::embedding_forward(ctx_, h, s.value(*this, 0), output(), batch * s.in_count, s.vocab, s.width);
+    } else if (kind == "posembedding") {
+      gpu::posembedding_forward(ctx_, h, s.value(*this, 0), output(), batch, s.in_count);
+    } else if (kind == "layernorm") {
+      const std::int64_t rows = batch * s.rows_per_sample;
+      s.xhat = ctx_.alloc(sizeof(float) * std::max<std::int64_t>(batch * s.in_count, 1));
+      s.rstd = ctx_.alloc(sizeof(double) * std::max<std::int64_t>(rows, 1));
+      gpu::layernorm_forward(ctx_, h, s.value(*this, 0), s.value(*this, 1), output(), s.xhat.as<float>(),
+                             s.rstd.as<double>(), rows, s.width, s.epsilon);
+    } else if (kind == "attention") {
+      s.attention.batch = batch;
+      const std::int64_t n = std::max<std::int64_t>(batch * s.in_count, 1), t = s.attention.tokens;
+      s.q = ctx_.alloc(sizeof(float) * n), s.k = ctx_.alloc(sizeof(float) * n), s.v = ctx_.alloc(sizeof(float) * n);
+      s.o = ctx_.alloc(sizeof(float) * n);
+      s.p = ctx_.alloc(sizeof(float) * std::max<std::int64_t>(batch * s.attention.heads * t * t, 1));
+      gpu::attention_forward(ctx_, s.attention, h, attention_params(s), output(), attention_saved(s));
     } else if (kind == "conv2d") {
       s.conv.batch = batch;
       gpu::conv2d_forward(ctx_, s.conv, h, s.value(*this, 0), s.has_bias() ? s.value(*this, 1) : nullptr, output());
@@ -264,7 +311,20 @@ void DeviceNetwork::backward(const float* dlogits, const Network::GradientsReady
     const bool need_dx = node.input >= 0;
     if (kind == "dense") {
       gpu::dense_backward(ctx_, x, s.value(*this, 0), g, need_dx ? dx() : nullptr, s.grad(*this, 0),
-                          s.has_bias() ? s.grad(*this, 1) : nullptr, batch, s.in_count, s.out_count, math_);
+                          s.has_bias() ? s.grad(*this, 1) : nullptr, batch * s.rows_per_sample,
+                          s.in_count / s.rows_per_sample, s.out_count / s.rows_per_sample, math_);
+    } else if (kind == "embedding") {
+      gpu::embedding_backward(ctx_, x, g, s.grad(*this, 0), batch * s.in_count, s.vocab, s.width);
+      if (need_dx) ctx_.zero(dx(), sizeof(float) * in_n);  // token ids have no gradient (as on the CPU)
+    } else if (kind == "posembedding") {
+      gpu::posembedding_backward(ctx_, g, s.grad(*this, 0), batch, s.in_count);  // dx is dy: handed on below
+    } else if (kind == "layernorm") {
+      gpu::layernorm_backward(ctx_, g, s.xhat.as<float>(), s.rstd.as<double>(), s.value(*this, 0), dx(),
+                              s.grad(*this, 0), s.grad(*this, 1), batch * s.rows_per_sample, s.width);
+    } else if (kind == "attention") {
+      gpu::attention_backward(ctx_, s.attention, x, g, attention_params(s), attention_saved(s),
+                              need_dx ? dx() : nullptr, s.grad(*this, 0), s.grad(*this, 1), s.grad(*this, 2),
+                              s.grad(*this, 3));
     } else if (kind == "conv2d") {
       gpu::conv2d_backward(ctx_, s.conv, x, s.value(*this, 0), g, need_dx ? dx() : nullptr, s.grad(*this, 0),
                            s.has_bias() ? s.grad(*this, 1) : nullptr);
@@ -286,7 +346,7 @@ void DeviceNetwork::backward(const float* dlogits, const Network::GradientsReady
     }
     if (need_dx) {
       Gradient& into = grads[node.input];
-      // flatten: dx is dy itself, handed on with its owner.
+      // flatten, posembedding: dx is dy itself, handed on with its owner.
       Gradient d = dx_owner.empty() ? std::move(incoming) : Gradient{std::move(dx_owner), nullptr};
       if (d.p == nullptr) d.p = d.owner.as<float>();
       if (into.p == nullptr)
@@ -297,7 +357,11 @@ void DeviceNetwork::backward(const float* dlogits, const Network::GradientsReady
     if (on_ready) on_ready(node.layer->params());
   }
   // Activations go back to the cache between steps, as on the CPU.
-  for (auto& s : nodes_) s->out = DeviceBuffer(), s->argmax = DeviceBuffer(), s->y = nullptr;
+  for (auto& s : nodes_) {
+    s->out = DeviceBuffer(), s->argmax = DeviceBuffer(), s->y = nullptr;
+    s->xhat = DeviceBuffer(), s->rstd = DeviceBuffer();
+    s->q = DeviceBuffer(), s->k = DeviceBuffer(), s->v = DeviceBuffer(), s->p = DeviceBuffer(), s->o = DeviceBuffer();
+  }
 }
 
 void DeviceNetwork::to_host() {

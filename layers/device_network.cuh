@@ -58,6 +58,9 @@ class DeviceNetwork {
 
  private:
   struct NodeState;  // per node: outputs, saved statistics, argmax (layers/device_network.cu)
+  // An attention node's four parameters (qkv weight and bias, out weight and bias) and saved tensors.
+  gpu::AttentionParams attention_params(const NodeState& s);
+  static gpu::AttentionSaved attention_saved(const NodeState& s);
 
   Network& host_;
   GpuContext& ctx_;

@@ -118,7 +118,8 @@ void Tensor::zero() {
 
 void Tensor::copy_from(const Tensor& other) {
   DLSCALE_REQUIRE(other.shape_ == shape_ && other.dtype_ == dtype_,
-                  "copy between tensors of shape " + to_string(other.shape_) + " and " + to_string(shape_));
+                  "copy between tensors of shape " + to_string(other.shape_) + " (" + to_string(other.dtype_) + ") and " +
+                      to_string(shape_) + " (" + to_string(dtype_) + ")");
   std::memcpy(raw(), other.raw(), bytes());
 }
 

@@ -46,16 +46,19 @@ class BatchStager {
     int slot = 0;
   };
 
-  // max_batch samples of sample_numel floats (and a label each) per slot.
-  BatchStager(GpuContext& ctx, std::int64_t max_batch, std::int64_t sample_numel)
+  // max_batch samples of sample_numel floats and labels_per_sample labels
+  // (1, or T for token data) per slot.
+  BatchStager(GpuContext& ctx, std::int64_t max_batch, std::int64_t sample_numel, std::int64_t labels_per_sample)
       : ctx_(ctx),
         max_batch_(max_batch),
+        max_labels_(max_batch * labels_per_sample),
         x_capacity_(sizeof(float) * static_cast<std::size_t>(max_batch * sample_numel)) {
-    DLSCALE_REQUIRE(max_batch > 0 && sample_numel > 0, "the batch stager needs the batch size and sample shape");
+    DLSCALE_REQUIRE(max_batch > 0 && sample_numel > 0 && labels_per_sample > 0,
+                    "the batch stager needs the batch size, sample shape and labels per sample");
     DLSCALE_CHECK_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     // Idle: every block released so far is no longer read by any kernel.
     ctx_.synchronize();
-    const std::size_t bytes = x_capacity_ + sizeof(std::int32_t) * static_cast<std::size_t>(max_batch);
+    const std::size_t bytes = x_capacity_ + sizeof(std::int32_t) * static_cast<std::size_t>(max_labels_);
     for (Slot& s : slots_) {
       DLSCALE_CHECK_CUDA(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
       DLSCALE_CHECK_CUDA(cudaEventCreateWithFlags(&s.consumed, cudaEventDisableTiming));
@@ -83,10 +86,10 @@ class BatchStager {
     Slot& s = slots_[k];
     const std::size_t x_bytes = batch.x.bytes(), label_bytes = sizeof(std::int32_t) * batch.labels.size();
     // Never regrown (see the class comment).
-    DLSCALE_REQUIRE(static_cast<std::int64_t>(batch.labels.size()) <= max_batch_ && x_bytes <= x_capacity_,
-                    "a batch of " + std::to_string(batch.labels.size()) + " samples (" + std::to_string(x_bytes) +
+    DLSCALE_REQUIRE(static_cast<std::int64_t>(batch.labels.size()) <= max_labels_ && x_bytes <= x_capacity_,
+                    "a batch of " + std::to_string(batch.labels.size()) + " labels (" + std::to_string(x_bytes) +
                         " bytes) does not fit the staging slots of " + std::to_string(max_batch_) + " samples (" +
-                        std::to_string(x_capacity_) + " bytes)");
+                        std::to_string(max_labels_) + " labels, " + std::to_string(x_capacity_) + " bytes)");
     // The pinned block may still be feeding this slot's previous copy.
     DLSCALE_CHECK_CUDA(cudaEventSynchronize(s.copied));
     std::memcpy(s.host.get(), batch.x.raw(), x_bytes);
@@ -122,7 +125,7 @@ class BatchStager {
     cudaEvent_t copied = nullptr, consumed = nullptr;
   };
   GpuContext& ctx_;
-  std::int64_t max_batch_;
+  std::int64_t max_batch_, max_labels_;
   std::size_t x_capacity_;
   cudaStream_t copy_stream_ = nullptr;
   std::array<Slot, 2> slots_;
@@ -192,7 +195,7 @@ class CudaTraining final : public GpuTraining {
         ctx_(o.device, comm.rank(), GpuOptions{o.deterministic, false}),
         net_(net, ctx_, o.dropout_seed, gpu::math_precision_from_name(o.half_type)),
         optimizer_(optimizer, net.params(), net_.params(), ctx_),
-        stager_(ctx_, o.batch_size, numel(net.spec().input_shape)),
+        stager_(ctx_, o.batch_size, numel(net.spec().input_shape), net.positions()),
         forced_host_(o.reduce_hook.path == GpuReduceHook::Path::host) {
     if (use_nccl(comm, o)) {
       nccl_ = std::make_unique<NcclAllreduce>(comm, o.device, o.deterministic, o.reduce_hook.nccl_factor);
@@ -204,13 +207,15 @@ class CudaTraining final : public GpuTraining {
                      std::int64_t iteration, LossScaler* scaler) override {
     if (stager_.empty()) stager_.stage(batch);
     const BatchStager::Staged staged = stager_.take();
-    DLSCALE_REQUIRE(staged.batch == static_cast<std::int64_t>(batch.labels.size()),
+    // One prediction per sample, or per position of a token window (positions = T).
+    const std::int64_t predictions = staged.batch * host_net_.positions();
+    DLSCALE_REQUIRE(predictions == static_cast<std::int64_t>(batch.labels.size()),
                     "the staged batch is not the one being trained");
     const float* logits = net_.forward_logits(staged.x, staged.batch, true, static_cast<std::uint64_t>(iteration));
     // The next batch's copy overlaps this step from here on.
     if (next) stager_.stage(*next);
-    DeviceBuffer dlogits = ctx_.alloc(sizeof(float) * std::max<std::int64_t>(staged.batch * net_.num_classes(), 1));
-    const gpu::LossSums sums = gpu::softmax_cross_entropy(ctx_, logits, staged.labels, staged.batch,
+    DeviceBuffer dlogits = ctx_.alloc(sizeof(float) * std::max<std::int64_t>(predictions * net_.num_classes(), 1));
+    const gpu::LossSums sums = gpu::softmax_cross_entropy(ctx_, logits, staged.labels, predictions,
                                                           net_.num_classes(), normalizer, dlogits.as<float>());
     net_.backward(dlogits.as<float>(), [&](const std::vector<Param*>& ready) {
       if (buckets_) buckets_->mark_ready(ready);
@@ -236,10 +241,10 @@ class CudaTraining final : public GpuTraining {
     DeviceBuffer x = to_device(ctx_, batch.x);
     DeviceBuffer labels = ctx_.alloc(sizeof(std::int32_t) * std::max<std::size_t>(batch.labels.size(), 1));
     ctx_.upload(labels.get(), batch.labels.data(), sizeof(std::int32_t) * batch.labels.size());
-    const std::int64_t n = static_cast<std::int64_t>(batch.labels.size());
-    const float* logits = net_.forward_logits(x.as<float>(), n, false, 0);
-    const gpu::LossSums sums =
-        gpu::softmax_cross_entropy(ctx_, logits, labels.as<std::int32_t>(), n, net_.num_classes(), 1.0, nullptr);
+    const std::int64_t predictions = static_cast<std::int64_t>(batch.labels.size());
+    const float* logits = net_.forward_logits(x.as<float>(), batch.x.rank() ? batch.x.dim(0) : 0, false, 0);
+    const gpu::LossSums sums = gpu::softmax_cross_entropy(ctx_, logits, labels.as<std::int32_t>(), predictions,
+                                                          net_.num_classes(), 1.0, nullptr);
     return {sums.loss_sum, sums.correct};
   }
 

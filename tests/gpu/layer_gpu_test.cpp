@@ -140,7 +140,7 @@ class LayerGpu : public ::testing::Test {
 
   // Makes every parameter float32-representable and, where asked, random.
   void randomize_params(Layer& layer, Rng& rng, double lo, double hi) {
-    for (Param* p : layer.params()) p->value.copy_from(uniform(p->value.shape(), rng, lo, hi));
+    for (Param* p : layer.params()) p->value.copy_from(uniform(p->value.shape(), rng, lo, hi).to(p->value.dtype()));
   }
 
   std::unique_ptr<GpuContext> ctx_;

@@ -2,9 +2,9 @@
 // the device network, staging, solver and loss scaling together.
 //  - Against the CPU: the same CNN (no dropout: its masks come from another
 //    generator on the GPU), seed and batches for one epoch of 30 sgdm steps
-//    end with the same weights within 1e-3 of each tensor's largest
-//    magnitude. One step differs by GEMM/cuDNN rounding (~1e-6, the layer
-//    tests' bound is 1e-4); 30 small steps (lr 0.01) add those differences up
+//    end with the same weights within 1e-3 of the largest magnitude among
+//    their layer's tensors. One step differs by GEMM/cuDNN rounding (~1e-6,
+//    the layer tests' bound is 1e-4); 30 small steps (lr 0.01) add those differences up
 //    without growing them much. A wrong gradient, a missed update or a stale
 //    batch changes weights by 1e-2 or more.
 //  - Deterministic mode: two runs with dropout and adam give bitwise equal
@@ -46,8 +46,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <utility>
 
 #include "gpu/measured.h"
+#include "io/shard_writer.h"
+#include "io/text_tokens.h"
 #include "runtime/core/gpu.h"
 #include "runtime/training/trainer.h"
 #include "stop_at.h"
@@ -147,19 +151,45 @@ class TrainGpu : public ::testing::Test {
   fs::path dir_;
 };
 
-// Every weight of the GPU run within float32 rounding of the CPU run's.
+// The layer a tensor name belongs to: "00_conv2d" of "00_conv2d/bias".
+std::string layer_of(const std::string& tensor_name) { return tensor_name.substr(0, tensor_name.find('/')); }
+
+// The elements [first, end) of a tensor that training leaves to rounding
+// noise: the key third of an attention layer's qkv_bias. A key bias adds
+// q·b_k to every score of a row, which softmax ignores, so its gradient is
+// zero in exact arithmetic; Adam, which divides a step by the gradient's own
+// size, then walks it by up to the learning rate per step on noise, and
+// differently on each backend (the first GPU run measured 0.009 of the
+// layer's scale there, 1e-7 on every other tensor).
+std::pair<std::int64_t, std::int64_t> left_to_noise(const std::string& tensor_name, const Tensor& t) {
+  if (tensor_name.ends_with("/qkv_bias")) return {t.numel() / 3, 2 * t.numel() / 3};
+  return {0, 0};
+}
+
+// Every weight of the GPU run within float32 rounding of the CPU run's,
+// relative to the largest value among its layer's tensors. Not relative to
+// the tensor alone: a convolution's bias before batch norm has a gradient of
+// zero in exact arithmetic, so both runs hold only rounding noise there (the
+// first GPU run measured 1.5 relative to the CPU's noise).
 void expect_weights_close(const TrainingResult& cpu, const TrainingResult& gpu) {
   auto tc = cpu.network->named_tensors(), tg = gpu.network->named_tensors();
   ASSERT_EQ(tc.size(), tg.size());
+  std::map<std::string, double> layer_scale;
+  for (const auto& [name, tensor] : tc)
+    layer_scale[layer_of(name)] = std::max(layer_scale[layer_of(name)], max_abs(*tensor));
   for (std::size_t k = 0; k < tc.size(); ++k) {
     const Tensor &c = *tc[k].second, &g = *tg[k].second;
+    const auto [noise_first, noise_end] = left_to_noise(tc[k].first, c);
     double worst = 0;
     for (std::int64_t i = 0; i < c.numel(); ++i) {
+      if (i >= noise_first && i < noise_end) continue;
       const double d = std::abs(g.at(i) - c.at(i));
       if (!(d <= worst)) worst = d;  // a NaN stays the worst (std::max would drop it)
     }
-    const double rel = worst / std::max(max_abs(c), 1e-30);
-    EXPECT_TRUE(measured(tc[k].first + " max rel err against the CPU", rel, below(1e-3)));
+    measured_info(tc[k].first + " max |value| on the CPU", max_abs(c));
+    const double rel = worst / std::max(layer_scale[layer_of(tc[k].first)], 1e-30);
+    EXPECT_TRUE(measured(tc[k].first + " max err against the CPU, relative to its layer's largest value", rel,
+                         below(1e-3)));
   }
 }
 
@@ -198,6 +228,46 @@ TEST_F(TrainGpu, ProjectionShortcutNetworkMatchesTheCpu) {
   ASSERT_EQ(gpu.iterations, 30);
   expect_weights_close(cpu, gpu);
   EXPECT_NEAR(gpu.final_minibatch_loss, cpu.final_minibatch_loss, 1e-3 * std::max(1.0, cpu.final_minibatch_loss));
+}
+
+// A causal transformer block on byte windows (embedding, learned positions,
+// layer norms, 2-head attention, a per-position MLP with GELU, residual
+// joins, one softmax per position): one epoch on the GPU ends within float32
+// rounding of the CPU's weights and per-token test loss, and learned; two
+// deterministic GPU runs are bitwise equal.
+TEST_F(TrainGpu, TransformerMatchesTheCpuAndIsDeterministic) {
+  std::string text;
+  for (int i = 0; text.size() < 4000; ++i) text += "line " + std::to_string(i * 7 % 31) + ": to be or not\n";
+  write_dataset((dir_ / "text").string(),
+                text_windows(std::vector<std::uint8_t>(text.begin(), text.end()), {12, 12}), 2, kByteVocabulary);
+  Communicator comm;
+  auto transformer = [&](const std::string& run, const std::string& environment) {
+    TrainingOptions o = options(dir_, run, environment);
+    o.train_data = o.test_data = (dir_ / "text").string();
+    o.network.input_shape = {12};
+    o.network.layer_lines = {"embedding vocab=256 dim=16",       "posembedding name=b0",
+                             "layernorm",                        "attention heads=2 causal=true",
+                             "add from=b0 name=b0_attn",         "layernorm",
+                             "dense units=32 per_position=true", "gelu",
+                             "dense units=16 per_position=true", "add from=b0_attn",
+                             "layernorm",                        "dense units=256 per_position=true",
+                             "softmax"};
+    o.solver.solver = "adam";
+    o.schedule.initial_learn_rate = 0.003;
+    o.deterministic = true;
+    return o;
+  };
+  TrainingResult cpu = trainnet(transformer("tf-cpu", "cpu"), comm);
+  TrainingResult gpu = trainnet(transformer("tf-gpu", "gpu"), comm);
+  ASSERT_EQ(gpu.iterations, cpu.iterations);
+  ASSERT_GT(gpu.iterations, 15);
+  expect_weights_close(cpu, gpu);
+  ASSERT_TRUE(cpu.test_loss && gpu.test_loss);
+  EXPECT_TRUE(measured("per-token test loss", *gpu.test_loss, near(*cpu.test_loss, 1e-3 * *cpu.test_loss)));
+  EXPECT_TRUE(measured("per-token test loss against a uniform guess (log 256 - 1)", *gpu.test_loss,
+                       below(std::log(256.0) - 1)));
+  TrainingResult again = trainnet(transformer("tf-gpu-again", "gpu"), comm);
+  expect_bitwise_equal(*gpu.network, *again.network, "two deterministic GPU runs");
 }
 
 TEST_F(TrainGpu, DeterministicRunsAndAResumedRunAreBitwiseEqual) {

@@ -137,8 +137,8 @@ TEST(Tensor, CopyFromNeedsSameShapeAndType) {
   EXPECT_EQ(a.at(3), 9.0);
   EXPECT_NE(a.raw(), b.raw());
   Tensor wrong_shape({4}, DType::f64), wrong_type({2, 2}, DType::f32);
-  expect_error([&] { a.copy_from(wrong_shape); }, "copy between tensors of shape 4 and 2x2");
-  expect_error([&] { a.copy_from(wrong_type); }, "copy between tensors");
+  expect_error([&] { a.copy_from(wrong_shape); }, "copy between tensors of shape 4 (float64) and 2x2 (float64)");
+  expect_error([&] { a.copy_from(wrong_type); }, "copy between tensors of shape 2x2 (float32) and 2x2 (float64)");
 }
 
 TEST(Tensor, ZeroClearsEveryElement) {
