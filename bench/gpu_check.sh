@@ -7,8 +7,10 @@
 # two one-epoch --deterministic runs whose model.h5 files are compared with
 # cmp), trains it under automatic-mixed (bf16 with accuracy, fp16 with the
 # loss scaler), and times PyTorch (bench/pytorch_cnn.py --device cuda) on the
-# same network, batch and precision: float32 and bf16 autocast. Prints a
-# short table last.
+# same network, batch and precision: float32 and bf16 autocast; then one
+# epoch each of the ResNet-20 and transformer examples. Prints a short
+# table last. SECTIONS=quality runs instead the full trainings of both
+# examples against bench/pytorch_models.py (quality() below).
 #
 # Time: every step runs under `timeout`, its own limit cut to what is left of
 # GPU_CHECK_SECONDS (default 330) since the start, so the table comes out
@@ -80,6 +82,51 @@ step() {
   timeout -k 5 "$limit" "$@" >"$log" 2>&1
 }
 
+# --- SECTIONS=quality: the real models against PyTorch, trained in full ----
+# Issue #18's quality comparison on the GPU, where a full training takes a
+# minute instead of hours: resnet.ini (20 epochs, test accuracy) and
+# transformer.ini (4 epochs, validation loss per token), each trained by
+# dlscale and by bench/pytorch_models.py on the same data in the same
+# order (--shuffle never: file order on both sides), batch, schedule and
+# steps, float32 (TF32 off). Runs instead of everything else; the
+# transformer pair first, the cheaper one. Set GPU_CHECK_SECONDS to fit.
+quality() {
+  local r t
+  if [ -d "$data/text-train" ]; then
+    step 100 "$work/q-transformer-dlscale.log" "$dl" train examples/text/transformer.ini --train-data "$data/text-train" \
+      --validation-data "$data/text-val" --test-data "" --shuffle never --execution-environment gpu \
+      --output "$work/q-transformer"
+    t=$?
+    step 100 "$work/q-transformer-pytorch.log" "$py" bench/pytorch_models.py --model examples/text/transformer.ini \
+      --data "$data/text-train" --eval "$data/text-val" --train-epochs 4 --device cuda --threads "$jobs"
+    r=$?
+  fi
+  step 150 "$work/q-resnet-dlscale.log" "$dl" train examples/fashion-mnist/resnet.ini --train-data "$data/train" \
+    --validation-data "" --test-data "$data/test" --shuffle never --execution-environment gpu --output "$work/q-resnet"
+  local rt=$?
+  step 150 "$work/q-resnet-pytorch.log" "$py" bench/pytorch_models.py --model examples/fashion-mnist/resnet.ini \
+    --data "$data/train" --eval "$data/test" --train-epochs 20 --device cuda --threads "$jobs"
+  local rr=$?
+  tar czf "$out/logs.tar.gz" --exclude='*.h5' -C runs gpu-check-logs gpu-check 2>/dev/null
+  {
+    printf '\n%-52s %-10s %s\n' "quality, dlscale against PyTorch, GPU float32" "status" "result"
+    q_row "transformer.ini, 4 epochs: dlscale" "$t" "$(q_summary "$work/q-transformer/summary.json" validation_loss)"
+    q_row "transformer.ini, 4 epochs: PyTorch" "$r" "$(sed -n 's/^eval_loss /validation loss /p; s/^steps /steps /p; s/^train_s /train s /p' "$work/q-transformer-pytorch.log" 2>/dev/null | paste -sd, -)"
+    q_row "resnet.ini, 20 epochs: dlscale" "$rt" "$(q_summary "$work/q-resnet/summary.json" test_accuracy)"
+    q_row "resnet.ini, 20 epochs: PyTorch" "$rr" "$(sed -n 's/^eval_accuracy /test accuracy /p; s/^steps /steps /p; s/^train_s /train s /p' "$work/q-resnet-pytorch.log" 2>/dev/null | paste -sd, -)"
+    printf '%-52s %-10s %s\n' "wall time" "" "$(( $(date +%s) - start ))s of ${GPU_CHECK_SECONDS:-330}s"
+  } | tee "$out/table.txt"
+}
+q_row() { printf '%-52s %-10s %s\n' "$1" "$(status "${2:-125}")" "$3"; }
+# q_summary SUMMARY KEY: "KEY value, N steps, S s" from a dlscale summary.json.
+q_summary() {
+  "$py" - "$1" "$2" <<'EOF' 2>/dev/null || echo "no summary.json"
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(f"{sys.argv[2].replace('_', ' ')} {s[sys.argv[2]]:.4f}, steps {s['iterations']}, wall s {s['wall_time_s']:.0f}")
+EOF
+}
+
 # --- the programs: from the bundle, or built here --------------------------
 tests=(test_nccl_gpu test_device_allocator test_layer_gpu test_train_gpu)
 build_start=$(date +%s)
@@ -139,6 +186,9 @@ build_time=$(( $(date +%s) - build_start ))
   [ -n "$f" ] && ldd "$f" 2>&1 | grep "not found" | sed "s|^|$t: |"
 done >"$logs/ldd.txt"
 dl=$(program dlscale)
+quality_only=false
+[ "${SECTIONS:-}" = quality ] && quality_only=true
+if ! $quality_only; then
 step 30 "$logs/info.txt" "$dl" info
 info=$?
 # The tests directly (not through ctest, which would look for this machine's
@@ -152,6 +202,7 @@ layers=$?
 # trainnet on the GPU: against the CPU, deterministic and resumed runs, loss scaling, automatic-mixed, fp16 overflow.
 step 150 "$logs/train-gpu-tests.log" "$(program test_train_gpu)"
 train_tests=$?
+fi
 nvidia-smi >"$logs/nvidia-smi.txt" 2>&1 || true
 
 # --- Fashion-MNIST CNN on the GPU, and PyTorch on the same network ----------
@@ -165,6 +216,10 @@ step 90 "$work/data.log" bash bench/gpu_data.sh "$dl" "$data"
 data_rc=$?
 idx=$(cat "$data/idx" 2>/dev/null)
 source=$(cat "$data/source" 2>/dev/null || echo "none: see data.log")
+if $quality_only; then
+  quality
+  exit
+fi
 
 # train LIMIT NAME OPTION...: the CNN on the GPU into $work/NAME.
 train() {
@@ -287,7 +342,7 @@ printf '%-28s %s\n' "programs" "$how"
 [ "$how" = "built here" ] && printf '%-28s %s\n' "configure (DLSCALE_CUDA=ON)" "$(status $configure)"
 printf '%-28s %s\n' "build or unpack" "$(status $build) in ${build_time}s"
 printf '%-28s %s\n' "libraries not found (ldd)" "$(wc -l <"$logs/ldd.txt" 2>/dev/null || echo "?") (ldd.txt)"
-printf '%-28s %s\n' "carried (du)" "$(du -sh --exclude=runs --exclude=gpu-check-out --exclude=build --exclude=.git . 2>/dev/null | cut -f1) tree with bundle and data (limit 60 MB)"
+printf '%-28s %s\n' "carried (du)" "$(du -sh --exclude=runs --exclude=gpu-check-out --exclude=build --exclude=.git --exclude=gpu-check . 2>/dev/null | cut -f1) tree with bundle and data (limit 64 MiB; the shards made here left out)"
 printf '%-28s %s\n' "dlscale info" "$(status $info): $(grep -o '[0-9]* GPU(s)[^)]*' "$logs/info.txt" | head -1)"
 printf '%-28s %s\n' "NCCL all-reduce (1 rank)" "$(status $nccl_rc)"
 printf '%-28s %s\n' "caching allocator (host)" "$(status $allocator)"
