@@ -200,6 +200,41 @@ std::vector<std::string> staging(std::ostream& out, const ScriptSpec& s) {
   return options;
 }
 
+// srun runs in the background so the script can end it when it waits for
+// nothing: the ranks that lost a peer leave run/lost-rank and end, but srun
+// can wait without end for the step on a node that was restarted faster
+// than Slurm's node timeout (its new slurmd never had the step, so the step
+// never ends), and the requeue after it would never run. Seen in 1 of 3
+// cluster runs. After DLSCALE_LOST_RANK_GRACE seconds (default 60) with the
+// marker present, TERM, then KILL 10 s later, end srun. A TERM to the script
+// (a cancel, the time limit) still waits for srun, as it did with srun in
+// the foreground: the ranks stop at a checkpoint first.
+void end_srun_after_lost_rank(std::ostream& out) {
+  const std::string lost = std::string("\"$task_dir/run/") + kLostRankMarker + "\"";
+  out << " &\n"
+         "srun_pid=$!\n"
+         "# srun can wait without end for a step on a node restarted faster than Slurm noticed;\n"
+         "# once the ranks have left run/" << kLostRankMarker << ", give it a grace period, then end it.\n"
+         "# A TERM meanwhile waits for srun (the ranks stop at a checkpoint), then leaves.\n"
+         "term_seen= lost_seen=\n"
+         "trap 'term_seen=1' TERM\n"
+         "while kill -0 \"$srun_pid\" 2>/dev/null; do\n"
+         "  if [ -z \"$lost_seen\" ] && [ -e " << lost << " ]; then lost_seen=$SECONDS; fi\n"
+         "  if [ -n \"$lost_seen\" ] && [ $(( SECONDS - lost_seen )) -ge \"${DLSCALE_LOST_RANK_GRACE:-60}\" ]; then\n"
+         "    echo \"dlscale: srun still runs $(( SECONDS - lost_seen )) s after run/" << kLostRankMarker
+      << " appeared; ending it\" >&2\n"
+         "    kill -TERM \"$srun_pid\" 2>/dev/null || true\n"
+         "    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 \"$srun_pid\" 2>/dev/null || break; sleep 1; done\n"
+         "    kill -KILL \"$srun_pid\" 2>/dev/null || true\n"
+         "    break\n"
+         "  fi\n"
+         "  sleep 1\n"
+         "done\n"
+         "wait \"$srun_pid\" || status=$?\n"
+         "trap 'exit 143' TERM\n"
+         "[ -z \"$term_seen\" ] || exit 143\n";
+}
+
 void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::string>& staged_options) {
   const Profile& p = s.profile;
   out << "\n";
@@ -226,7 +261,10 @@ void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::s
   for (const auto& a : s.checkpoint_defaults) out << " " << shell_quote(a);
   for (const auto& o : staged_options) out << " " << o;
   for (const auto& a : s.train_args) out << " " << shell_quote(a);
-  out << (p.is_slurm() ? " || status=$?\n" : "\n");
+  if (p.is_slurm())
+    end_srun_after_lost_rank(out);
+  else
+    out << "\n";
 }
 
 // How often a job requeues itself because ranks stopped answering (RUN/lost-rank).

@@ -7,6 +7,7 @@
 
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -75,7 +76,7 @@ TEST(JobScript, SlurmJobIsPreemptionReady) {
   expect_valid_bash(script);
   // The profile's own sbatch options come later, so they win over the defaults.
   EXPECT_LT(script.find("#SBATCH --signal=USR1@300\n"), script.find("#SBATCH --signal=\"B:USR2@60\"\n"));
-  EXPECT_NE(script.find("--resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '2' '--seed' '1' || status=$?\n"),
+  EXPECT_NE(script.find("--resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '2' '--seed' '1' &\n"),
             std::string::npos)
       << script;
   s.profile.signal_lead = 0;
@@ -101,6 +102,7 @@ struct StandIns {
   int srun_exit = 0;
   bool srun_leaves_marker = false;  // what rank 0 does once it stopped at a checkpoint
   bool srun_leaves_lost_rank = false;  // what a rank's watchdog does when the others stopped answering
+  bool srun_hangs = false;             // srun then waits without end (a step on a restarted node)
   bool stale_marker = false;        // a marker left by an earlier start
   bool finished_before = false;     // run/model.h5 exists
   std::string restart_count;        // SLURM_RESTART_COUNT, when set
@@ -121,6 +123,7 @@ ScriptRun run_with_stand_ins(const std::string& name, const StandIns& how) {
                                               ? "\necho 'rank 0 waited 30 s in the gradient all-reduce' >" +
                                                     shell_quote((dir / "job" / "run" / kLostRankMarker).string())
                                               : "")
+                                      << (how.srun_hangs ? "\nexec sleep 600" : "")
                                       << "\nexit " << how.srun_exit << "\n";
   std::ofstream(dir / "bin" / "scontrol") << "#!/bin/bash\necho \"$*\" >>"
                                           << shell_quote((dir / "scontrol.calls").string()) << "\n";
@@ -129,7 +132,8 @@ ScriptRun run_with_stand_ins(const std::string& name, const StandIns& how) {
   s.job_dir = (dir / "job").string();
   s.submit_dir = dir.string();
   std::ofstream(dir / "job.sh") << job_script(s);
-  const std::string command = "env PATH=" + shell_quote((dir / "bin").string()) + ":\"$PATH\" SLURM_JOB_ID=4242 " +
+  const std::string command = "env PATH=" + shell_quote((dir / "bin").string()) +
+                              ":\"$PATH\" SLURM_JOB_ID=4242 DLSCALE_LOST_RANK_GRACE=2 " +
                               (how.restart_count.empty() ? "" : "SLURM_RESTART_COUNT=" + how.restart_count + " ") +
                               "bash " + shell_quote((dir / "job.sh").string()) + " >" + shell_quote((dir / "out").string()) +
                               " 2>&1";
@@ -158,6 +162,20 @@ TEST(JobScript, LostRankMarkerRequeuesAtMostThreeTimes) {
   ScriptRun r = run_with_stand_ins("lost-3", {.srun_exit = 1, .srun_leaves_lost_rank = true, .restart_count = "3"});
   EXPECT_EQ(r.scontrol_calls, "") << "a fourth start must not requeue:\n" << r.out;
   EXPECT_EQ(r.exit_code, 1) << r.out;
+}
+
+// The ranks left run/lost-rank, but srun waits without end (for the step on
+// a node restarted faster than Slurm's node timeout): the script ends srun
+// after the grace period (2 s here, 60 by default) and requeues.
+TEST(JobScript, SrunThatWaitsAfterTheLostRankMarkerIsEndedAndTheJobRequeues) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ScriptRun r = run_with_stand_ins("lost-hang", {.srun_exit = 0, .srun_leaves_lost_rank = true, .srun_hangs = true});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 60) << "the script waited for srun's 600 s:\n" << r.out;
+  EXPECT_NE(r.out.find(" s after run/lost-rank appeared; ending it"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.scontrol_calls, "requeue 4242\n") << r.out;
+  EXPECT_EQ(r.exit_code, 3) << r.out;
 }
 
 // srun's exit code is the highest task code or 128+signal: what requeues is

@@ -39,7 +39,27 @@ if [ -e "$task_dir/run/model.h5" ]; then
 fi
 status=0
 
-srun --mpi='pmix' --kill-on-bad-exit=1 --cpus-per-task=8 --gpus-per-task=1 --gpu-bind=per_task:1 '@DLSCALE@' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints" --resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '2' '--max-epochs' '2' || status=$?
+srun --mpi='pmix' --kill-on-bad-exit=1 --cpus-per-task=8 --gpus-per-task=1 --gpu-bind=per_task:1 '@DLSCALE@' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints" --resume auto '--checkpoint-minutes' '30' '--checkpoint-keep' '2' '--max-epochs' '2' &
+srun_pid=$!
+# srun can wait without end for a step on a node restarted faster than Slurm noticed;
+# once the ranks have left run/lost-rank, give it a grace period, then end it.
+# A TERM meanwhile waits for srun (the ranks stop at a checkpoint), then leaves.
+term_seen= lost_seen=
+trap 'term_seen=1' TERM
+while kill -0 "$srun_pid" 2>/dev/null; do
+  if [ -z "$lost_seen" ] && [ -e "$task_dir/run/lost-rank" ]; then lost_seen=$SECONDS; fi
+  if [ -n "$lost_seen" ] && [ $(( SECONDS - lost_seen )) -ge "${DLSCALE_LOST_RANK_GRACE:-60}" ]; then
+    echo "dlscale: srun still runs $(( SECONDS - lost_seen )) s after run/lost-rank appeared; ending it" >&2
+    kill -TERM "$srun_pid" 2>/dev/null || true
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$srun_pid" 2>/dev/null || break; sleep 1; done
+    kill -KILL "$srun_pid" 2>/dev/null || true
+    break
+  fi
+  sleep 1
+done
+wait "$srun_pid" || status=$?
+trap 'exit 143' TERM
+[ -z "$term_seen" ] || exit 143
 # Rank 0 leaves run/preempted once the checkpoint it stopped at is written (USR1 or
 # TERM to the ranks): the job requeues itself and its next start resumes (--resume auto).
 # srun's exit code cannot tell this (the highest task code or 128+signal); without the
