@@ -8,7 +8,10 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <utility>
+
+#include "layers/fast_math.h"
 
 namespace dlscale {
 
@@ -43,13 +46,25 @@ struct LeakyRelu {
 };
 
 // gelu(x) = x Φ(x), Φ the standard normal CDF; gelu'(x) = Φ(x) + x φ(x).
+// float32 takes erf and exp from layers/fast_math.h so the loops vectorize;
+// float64 (the gradient checks) keeps libm's.
 struct Gelu {
   template <class T>
-  T f(T x) const { return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2))); }
+  static T erf(T x) {
+    if constexpr (std::is_same_v<T, float>) return erf_float(x);
+    else return std::erf(x);
+  }
+  template <class T>
+  static T exp(T x) {
+    if constexpr (std::is_same_v<T, float>) return exp_float(x);
+    else return std::exp(x);
+  }
+  template <class T>
+  T f(T x) const { return T(0.5) * x * (T(1) + erf(x * static_cast<T>(M_SQRT1_2))); }
   template <class T>
   T df(T x, T) const {
-    T cdf = T(0.5) * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2)));
-    T pdf = std::exp(T(-0.5) * x * x) * static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+    T cdf = T(0.5) * (T(1) + erf(x * static_cast<T>(M_SQRT1_2)));
+    T pdf = exp(T(-0.5) * x * x) * static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2);
     return cdf + x * pdf;
   }
 };

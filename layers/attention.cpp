@@ -124,14 +124,19 @@ class Attention final : public Layer {
     p_ = Tensor::uninitialized({n_, h_, t_, t_}, dt);
     Tensor heads_out = Tensor::uninitialized({n_, h_, t_, d_}, dt);
     const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d_)));
-    for (std::int64_t s = 0; s < n_; ++s)
-      for (std::int64_t h = 0; h < h_; ++h) {
-        T* p = p_.data<T>() + score_block(s, h);
-        const std::int64_t at = head_block(s, h);
-        gemm<T>(false, true, t_, t_, d_, scale, q_.data<T>() + at, k_.data<T>() + at, T(0), p);
-        softmax_rows(p);
-        gemm<T>(false, false, t_, d_, t_, T(1), p, v_.data<T>() + at, T(0), heads_out.data<T>() + at);
-      }
+    // One (sample, head) per iteration, spread over the threads: each head's
+    // products are too small (T×T×d) for a threaded GEMM to use more than
+    // one core, so a serial loop left the others idle. Every head writes
+    // only its own blocks, so the result does not depend on the threads.
+#pragma omp parallel for schedule(static)
+    for (std::int64_t b = 0; b < n_ * h_; ++b) {
+      const std::int64_t s = b / h_, h = b % h_;
+      T* p = p_.data<T>() + score_block(s, h);
+      const std::int64_t at = head_block(s, h);
+      gemm<T>(false, true, t_, t_, d_, scale, q_.data<T>() + at, k_.data<T>() + at, T(0), p);
+      softmax_rows(p);
+      gemm<T>(false, false, t_, d_, t_, T(1), p, v_.data<T>() + at, T(0), heads_out.data<T>() + at);
+    }
     o_ = Tensor::uninitialized({rows, c_}, dt);
     merge_heads(heads_out.data<T>(), c_, 0, o_.data<T>());
     affine<T>(rows, c_, c_, o_.data<T>(), wout_, bout_, y.data<T>());
@@ -170,19 +175,22 @@ class Attention final : public Layer {
     Tensor d_heads = Tensor::uninitialized({n_, h_, t_, d_}, dt);
     split_heads(d_o.data<T>(), c_, 0, d_heads.data<T>());
     Tensor dq = Tensor::uninitialized({n_, h_, t_, d_}, dt), dk = Tensor::uninitialized({n_, h_, t_, d_}, dt),
-           dv = Tensor::uninitialized({n_, h_, t_, d_}, dt), dp = Tensor::uninitialized({t_, t_}, dt);
+           dv = Tensor::uninitialized({n_, h_, t_, d_}, dt), dps = Tensor::uninitialized({n_, h_, t_, t_}, dt);
     const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d_)));
-    for (std::int64_t s = 0; s < n_; ++s)
-      for (std::int64_t h = 0; h < h_; ++h) {
-        const std::int64_t at = head_block(s, h);
-        const T* p = p_.data<T>() + score_block(s, h);
-        const T* doh = d_heads.data<T>() + at;
-        gemm<T>(false, true, t_, t_, d_, T(1), doh, v_.data<T>() + at, T(0), dp.data<T>());  // dP = dO Vᵀ
-        gemm<T>(true, false, t_, d_, t_, T(1), p, doh, T(0), dv.data<T>() + at);            // dV = Pᵀ dO
-        softmax_grad(p, dp.data<T>(), scale);
-        gemm<T>(false, false, t_, d_, t_, T(1), dp.data<T>(), k_.data<T>() + at, T(0), dq.data<T>() + at);  // dS K
-        gemm<T>(true, false, t_, d_, t_, T(1), dp.data<T>(), q_.data<T>() + at, T(0), dk.data<T>() + at);  // dSᵀ Q
-      }
+    // Heads in parallel, as in forward; each has its own dP block.
+#pragma omp parallel for schedule(static)
+    for (std::int64_t b = 0; b < n_ * h_; ++b) {
+      const std::int64_t s = b / h_, h = b % h_;
+      const std::int64_t at = head_block(s, h);
+      const T* p = p_.data<T>() + score_block(s, h);
+      T* dp = dps.data<T>() + score_block(s, h);
+      const T* doh = d_heads.data<T>() + at;
+      gemm<T>(false, true, t_, t_, d_, T(1), doh, v_.data<T>() + at, T(0), dp);  // dP = dO Vᵀ
+      gemm<T>(true, false, t_, d_, t_, T(1), p, doh, T(0), dv.data<T>() + at);  // dV = Pᵀ dO
+      softmax_grad(p, dp, scale);
+      gemm<T>(false, false, t_, d_, t_, T(1), dp, k_.data<T>() + at, T(0), dq.data<T>() + at);  // dS K
+      gemm<T>(true, false, t_, d_, t_, T(1), dp, q_.data<T>() + at, T(0), dk.data<T>() + at);   // dSᵀ Q
+    }
     Tensor dqkv = Tensor::uninitialized({rows, 3 * c_}, dt);
     merge_heads(dq.data<T>(), 3 * c_, 0, dqkv.data<T>());
     merge_heads(dk.data<T>(), 3 * c_, c_, dqkv.data<T>());

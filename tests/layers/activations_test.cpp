@@ -2,11 +2,13 @@
 // float64, float32 against float64, and the factories' checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "layer_factory.h"
 #include "layers/activations.h"
+#include "layers/fast_math.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
 
@@ -107,6 +109,47 @@ TEST(Activations, LargeInputRunsInParallel) {
   auto relu = build_layer("relu", {50000}, DType::f32);
   Tensor y = relu->forward(x, true);
   for (std::int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(y.at(i), std::max(0.0, x.at(i)));
+}
+
+// layers/fast_math.h against libm in double, over every float step of 1e-4
+// (erf) and 1e-3 (exp) of their ranges: the errors its header states.
+TEST(Activations, FloatErfAndExpAreWithinTheirStatedErrors) {
+  double erf_worst = 0, exp_worst = 0;
+  for (double v = -8; v <= 8; v += 1e-4) {
+    const float x = static_cast<float>(v);
+    erf_worst = std::max(erf_worst, std::abs(erf_float(x) - std::erf(static_cast<double>(x))));
+  }
+  for (double v = -87; v <= 88; v += 1e-3) {
+    const float x = static_cast<float>(v);
+    const double want = std::exp(static_cast<double>(x));
+    exp_worst = std::max(exp_worst, std::abs(exp_float(x) - want) / want);
+  }
+  EXPECT_LT(erf_worst, 4.5e-7);
+  EXPECT_LT(exp_worst, 1.2e-7);
+  EXPECT_EQ(erf_float(0.0f), 0.0f);
+  EXPECT_EQ(erf_float(9.0f), 1.0f);
+  EXPECT_EQ(erf_float(-9.0f), -1.0f);
+  EXPECT_EQ(exp_float(0.0f), 1.0f);
+}
+
+// The float32 GELU loops are vectorized and split over threads; every
+// element still equals the scalar formula bitwise (deterministic mode
+// relies on it: a lane must not round differently from a peeled element).
+TEST(Activations, Float32GeluEqualsTheScalarFormulaBitwise) {
+  Rng rng(10);
+  Tensor x = random_tensor({4, 50001}, rng, DType::f32, 5.0);
+  auto gelu = build_layer("gelu", {50001}, DType::f32);
+  Tensor y = gelu->forward(x, true);
+  Tensor dy = random_tensor({4, 50001}, rng, DType::f32);
+  Tensor dx = gelu->backward(dy);
+  const float* xp = x.data<float>();
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    const float v = xp[i];
+    const float cdf = 0.5f * (1.0f + erf_float(v * static_cast<float>(M_SQRT1_2)));
+    const float pdf = exp_float(-0.5f * v * v) * static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+    ASSERT_EQ(y.data<float>()[i], 0.5f * v * (1.0f + erf_float(v * static_cast<float>(M_SQRT1_2)))) << i;
+    ASSERT_EQ(dx.data<float>()[i], dy.data<float>()[i] * (cdf + v * pdf)) << i;
+  }
 }
 
 TEST(Activations, Errors) {
