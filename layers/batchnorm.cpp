@@ -67,6 +67,24 @@ class BatchNorm final : public Layer {
   }
 
  private:
+  // Sum of term(i) over channel c's N·S elements, in double. One running sum
+  // is one dependent add per element (a quarter of the ResNet's CPU time
+  // went to batch norm's sums, perf); eight interleaved partial sums added
+  // in a fixed order at the end let the loop vectorize, and the order
+  // depends only on S, not on the threads or the alignment.
+  template <class Term>
+  static double channel_sum(std::int64_t n_batch, std::int64_t C, std::int64_t c, std::int64_t S, Term term) {
+    double acc[8] = {};
+    for (std::int64_t n = 0; n < n_batch; ++n) {
+      const std::int64_t base = (n * C + c) * S;
+      std::int64_t s = 0;
+      for (; s + 8 <= S; s += 8)
+        for (int k = 0; k < 8; ++k) acc[k] += term(base + s + k);
+      for (; s < S; ++s) acc[0] += term(base + s);
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  }
+
   template <class T>
   void forward_impl(const Tensor& x, Tensor& y, bool training) {
     const std::int64_t n_batch = x.dim(0), C = channels_, S = spatial_;
@@ -84,16 +102,12 @@ class BatchNorm final : public Layer {
       if (training) {
         // Two passes: the mean first, then squared deviations, which stays
         // accurate when |mean| >> std.
-        double sum = 0;
-        for (std::int64_t n = 0; n < n_batch; ++n)
-          for (std::int64_t s = 0; s < S; ++s) sum += xp[(n * C + c) * S + s];
-        mean = sum / count;
-        double sq = 0;
-        for (std::int64_t n = 0; n < n_batch; ++n)
-          for (std::int64_t s = 0; s < S; ++s) {
-            double d = xp[(n * C + c) * S + s] - mean;
-            sq += d * d;
-          }
+        mean = channel_sum(n_batch, C, c, S, [&](std::int64_t i) { return static_cast<double>(xp[i]); }) / count;
+        const double m = mean;
+        const double sq = channel_sum(n_batch, C, c, S, [&](std::int64_t i) {
+          const double d = xp[i] - m;
+          return d * d;
+        });
         var = sq / count;  // biased: what normalizes the batch
         rm[c] = static_cast<T>((1 - momentum_) * rm[c] + momentum_ * mean);
         rv[c] = static_cast<T>((1 - momentum_) * rv[c] + momentum_ * var * count / (count - 1));
@@ -128,13 +142,9 @@ class BatchNorm final : public Layer {
     T* dxp = dx.data<T>();
 #pragma omp parallel for if (dy.numel() >= kParallelMin)
     for (std::int64_t c = 0; c < C; ++c) {
-      double sum_dy = 0, sum_dy_xh = 0;
-      for (std::int64_t n = 0; n < n_batch; ++n)
-        for (std::int64_t s = 0; s < S; ++s) {
-          const std::int64_t i = (n * C + c) * S + s;
-          sum_dy += dyp[i];
-          sum_dy_xh += static_cast<double>(dyp[i]) * xh[i];
-        }
+      const double sum_dy = channel_sum(n_batch, C, c, S, [&](std::int64_t i) { return static_cast<double>(dyp[i]); });
+      const double sum_dy_xh =
+          channel_sum(n_batch, C, c, S, [&](std::int64_t i) { return static_cast<double>(dyp[i]) * xh[i]; });
       dg[c] = static_cast<T>(sum_dy_xh);
       db[c] = static_cast<T>(sum_dy);
       const double k = g[c] * inv_std_[c];
