@@ -243,10 +243,10 @@ void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::s
     if (p.tasks_per_node > 1) out << " launch -n " << p.tasks_per_node << " --";
   } else {
     if (p.mpi.rfind("pmix", 0) == 0)
-      out << "# Slurm's PMIx plugin with its default fence (mixed) can let the ranks of other nodes leave\n"
-             "# MPI_Init while a rank is still in its first fence; their first message then crashes that\n"
-             "# rank inside MPI_Init (about 1 start in 30 on 4 nodes, Slurm 22.05). The tree fence does not.\n"
-             "export SLURM_PMIX_FENCE=${SLURM_PMIX_FENCE:-tree}\n";
+      out << "# Slurm's ring fence: its tree fence (also the default's barrier) spans only the local node\n"
+             "# when TreeWidth exceeds the step's node count (Slurm 22.05), so MPI_Init would not wait for\n"
+             "# the other nodes and their first message can crash a rank still inside it.\n"
+             "export SLURM_PMIX_FENCE=${SLURM_PMIX_FENCE:-ring}\n";
     // --kill-on-bad-exit: a rank that dies (a crash, the OOM killer) ends every
     // other rank at once, instead of leaving them in a collective until a timeout.
     out << "srun --mpi=" << shell_quote(p.mpi) << " --kill-on-bad-exit=1";

@@ -167,12 +167,13 @@ TEST(JobScript, LostRankMarkerRequeuesAtMostThreeTimes) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
 }
 
-// srun --mpi=pmix runs with Slurm's tree fence unless the user chose one:
-// the default (mixed) crashed 1 start in ~30 of a 4-node job inside MPI_Init
-// on the test cluster, the tree fence none in 400 (docs/slurm.md).
-TEST(JobScript, PmixJobsUseTheTreeFenceUnlessTheUserChoseOne) {
-  EXPECT_NE(run_with_stand_ins("fence-default", {}).srun_calls.find("(SLURM_PMIX_FENCE=tree)"), std::string::npos);
-  EXPECT_NE(run_with_stand_ins("fence-ring", {.pmix_fence = "ring"}).srun_calls.find("(SLURM_PMIX_FENCE=ring)"),
+// srun --mpi=pmix runs with Slurm's ring fence unless the user chose one:
+// Slurm 22.05's tree fence spans only the local node when TreeWidth exceeds
+// the node count, which let ranks leave MPI_Init before the other nodes
+// joined (cluster_startup_barrier tests the real fence; docs/running.md).
+TEST(JobScript, PmixJobsUseTheRingFenceUnlessTheUserChoseOne) {
+  EXPECT_NE(run_with_stand_ins("fence-default", {}).srun_calls.find("(SLURM_PMIX_FENCE=ring)"), std::string::npos);
+  EXPECT_NE(run_with_stand_ins("fence-tree", {.pmix_fence = "tree"}).srun_calls.find("(SLURM_PMIX_FENCE=tree)"),
             std::string::npos);
 }
 
@@ -201,7 +202,7 @@ TEST(JobScript, PreemptionMarkerRequeuesTheJobAndOnlyThat) {
     EXPECT_EQ(r.exit_status, "3");
     EXPECT_NE(r.srun_calls.find(" train "), std::string::npos) << r.srun_calls;
     EXPECT_NE(r.srun_calls.find("/run --checkpoint-path "), std::string::npos) << r.srun_calls;
-    EXPECT_NE(r.srun_calls.find(" --resume auto (SLURM_PMIX_FENCE=tree)\n"), std::string::npos) << r.srun_calls;
+    EXPECT_NE(r.srun_calls.find(" --resume auto (SLURM_PMIX_FENCE=ring)\n"), std::string::npos) << r.srun_calls;
     EXPECT_NE(r.out.find("dlscale: preempted (iteration 150); requeueing Slurm job 4242"), std::string::npos) << r.out;
   }
   for (int code : {3, 0, 1, 137, 143}) {
