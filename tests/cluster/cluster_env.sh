@@ -20,6 +20,22 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 on_node() { "$cluster_script" exec "$cluster" "$@"; }
 node_count() { cat "$cluster/nodes"; }
 
+# Brings node $1 back after a test took it down: its link up, its namespace
+# and slurmd started again (both idempotent), Slurm told so; returns once it
+# runs a job step (non-zero after 120 s). Tests that take nodes down call it
+# also when they fail, so that a failure does not leave the next tests a
+# cluster with a node down.
+bring_back_node() {
+  "$cluster_script" link "$cluster" "$1" up
+  "$cluster_script" restart-node "$cluster" "$1"
+  scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true
+  local begin=$SECONDS
+  until on_node node1 srun --quiet --nodelist="$1" --time=1 true 2>/dev/null; do
+    ((SECONDS - begin < 120)) || return 1
+    sleep 2
+  done
+}
+
 # Fashion-MNIST (Debian's dataset-fashion-mnist) as shards in $scratch/data,
 # and the example CNN reading them.
 fashion_mnist() {

@@ -46,6 +46,15 @@ reference_accuracy=$(json_value "$scratch/jobs/$reference/run" test_accuracy)
 # after run/lost-rank appears (60 by default, 15 here: the job's script
 # reads it from the environment sbatch passes on).
 faults=${NODE_FAULTS:-kill link restart shrink}
+# A failure while a node is down cancels this test's jobs and brings the node
+# back before it exits: the next cluster tests need every node.
+down_node=""
+fail() {
+  echo "FAIL: $*" >&2
+  scancel --user "$(id -un)" 2>/dev/null || true
+  [ -z "$down_node" ] || bring_back_node "$down_node" || echo "could not bring $down_node back" >&2
+  exit 1
+}
 export DLSCALE_LOST_RANK_GRACE=15
 for fault in $faults; do
   shape=(--nodes 2 --tasks-per-node 2)
@@ -64,6 +73,7 @@ for fault in $faults; do
   victim_ranks=$(rank_table "$log" | awk -v h="$victim" '$2 == h {print $1}' | paste -sd ,)
   survivor_ranks=$(rank_pids "$survivor" "$job" | paste -sd ' ')
   [ -n "$survivor_ranks" ] || fail "no rank of $job found on $survivor"
+  down_node=$victim
   case $fault in
     kill) "$cluster_script" kill-node "$cluster" "$victim" ;;
     link) "$cluster_script" link "$cluster" "$victim" down ;;
@@ -102,14 +112,6 @@ for fault in $faults; do
   echo "$fault of $victim: the first start ended after ${ended_after} s (bound $collective_timeout + $node_timeout s); $(grep -o 'resumed from .*' "$log" | sed 's#.*/##'); accuracy $accuracy vs $reference_accuracy, $same"
 
   # The node comes back and takes jobs again.
-  case $fault in
-    kill | shrink) "$cluster_script" restart-node "$cluster" "$victim" ;;
-    link) "$cluster_script" link "$cluster" "$victim" up ;;
-  esac
-  scontrol update nodename="$victim" state=resume >/dev/null 2>&1 || true
-  begin=$SECONDS
-  until on_node node1 srun --quiet --nodelist="$victim" --time=1 true 2>/dev/null; do
-    ((SECONDS - begin < 120)) || fail "$victim did not come back after the $fault"
-    sleep 2
-  done
+  bring_back_node "$victim" || fail "$victim did not come back after the $fault"
+  down_node=""
 done
