@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dlscale {
@@ -85,6 +86,29 @@ class BatchNorm final : public Layer {
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
   }
 
+  // channel_sum of two terms in one pass over the channel (backward reads
+  // dy once for both of its sums); each sum is added in channel_sum's order.
+  template <class TermA, class TermB>
+  static std::pair<double, double> channel_sums(std::int64_t n_batch, std::int64_t C, std::int64_t c, std::int64_t S,
+                                                TermA a, TermB b) {
+    double acc_a[8] = {}, acc_b[8] = {};
+    for (std::int64_t n = 0; n < n_batch; ++n) {
+      const std::int64_t base = (n * C + c) * S;
+      std::int64_t s = 0;
+      for (; s + 8 <= S; s += 8)
+        for (int k = 0; k < 8; ++k) {
+          acc_a[k] += a(base + s + k);
+          acc_b[k] += b(base + s + k);
+        }
+      for (; s < S; ++s) {
+        acc_a[0] += a(base + s);
+        acc_b[0] += b(base + s);
+      }
+    }
+    const auto total = [](const double* x) { return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7])); };
+    return {total(acc_a), total(acc_b)};
+  }
+
   template <class T>
   void forward_impl(const Tensor& x, Tensor& y, bool training) {
     const std::int64_t n_batch = x.dim(0), C = channels_, S = spatial_;
@@ -142,9 +166,9 @@ class BatchNorm final : public Layer {
     T* dxp = dx.data<T>();
 #pragma omp parallel for if (dy.numel() >= kParallelMin)
     for (std::int64_t c = 0; c < C; ++c) {
-      const double sum_dy = channel_sum(n_batch, C, c, S, [&](std::int64_t i) { return static_cast<double>(dyp[i]); });
-      const double sum_dy_xh =
-          channel_sum(n_batch, C, c, S, [&](std::int64_t i) { return static_cast<double>(dyp[i]) * xh[i]; });
+      const auto [sum_dy, sum_dy_xh] = channel_sums(
+          n_batch, C, c, S, [&](std::int64_t i) { return static_cast<double>(dyp[i]); },
+          [&](std::int64_t i) { return static_cast<double>(dyp[i]) * xh[i]; });
       dg[c] = static_cast<T>(sum_dy_xh);
       db[c] = static_cast<T>(sum_dy);
       const double k = g[c] * inv_std_[c];
