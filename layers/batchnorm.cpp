@@ -50,8 +50,9 @@ class BatchNorm final : public Layer {
     const std::int64_t count = x.dim(0) * spatial_;
     if (training && count < 2)
       fail(who_ + ": training needs more than one value per channel, got a batch of " + to_string(x.shape()));
-    Tensor y(x.shape(), dtype_);
-    xhat_ = Tensor(x.shape(), dtype_);
+    Tensor y = Tensor::uninitialized(x.shape(), dtype_);  // every element written below
+    // Kept from step to step (the same shape every step): no allocation, no page faults.
+    if (xhat_.shape() != x.shape()) xhat_ = Tensor::uninitialized(x.shape(), dtype_);
     inv_std_.assign(channels_, 0.0);
     batch_stats_ = training;
     dispatch(dtype_, [&]<class T>() { forward_impl<T>(x, y, training); });
@@ -62,7 +63,7 @@ class BatchNorm final : public Layer {
     if (dy.shape() != xhat_.shape() || dy.dtype() != dtype_ || xhat_.rank() == 0)
       fail(who_ + ": gradient is " + to_string(dy.shape()) + " " + to_string(dy.dtype()) + " but the last output was " +
            to_string(xhat_.shape()) + " " + to_string(dtype_));
-    Tensor dx(dy.shape(), dtype_);
+    Tensor dx = Tensor::uninitialized(dy.shape(), dtype_);  // every element written
     dispatch(dtype_, [&]<class T>() { backward_impl<T>(dy, dx); });
     return dx;
   }
