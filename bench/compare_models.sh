@@ -8,7 +8,8 @@
 #
 #   bench/compare_models.sh        # about 3-6 minutes on 2 cores
 #
-# Environment: DLSCALE_BUILD (build), THREADS (2), REPEATS (3), WARMUP (8),
+# Environment: MODELS ("resnet transformer"), DLSCALE_BUILD (build), THREADS (2),
+# REPEATS (3), WARMUP (8),
 # RESNET_STEPS (40), TRANSFORMER_STEPS (40), PASSIVE (1: also time PyTorch
 # with OMP_WAIT_POLICY=PASSIVE, the setting dlscale's binary gives itself;
 # 0: skip), KEEP (folder to keep the raw outputs and run directories in;
@@ -41,6 +42,7 @@ cd "$(dirname "$0")/.."
 build=${DLSCALE_BUILD:-build}
 threads=${THREADS:-2} repeats=${REPEATS:-3} warmup=${WARMUP:-8}
 resnet_steps=${RESNET_STEPS:-40} transformer_steps=${TRANSFORMER_STEPS:-40} passive=${PASSIVE:-1}
+models=${MODELS:-resnet transformer}
 py=/usr/bin/python3
 src=/usr/share/datasets/fashion-mnist
 dl=$build/launch/dlscale
@@ -105,7 +107,7 @@ timed() {  # timed NAME COMMAND...: stdout to NAME.txt, stderr to NAME.log, "wal
 load_start=$(cut -d' ' -f1 /proc/loadavg)
 t_start=$(date +%s)
 for r in $(seq "$repeats"); do
-  for model in resnet transformer; do
+  for model in $models; do
     if [ "$model" = resnet ]; then
       config=examples/fashion-mnist/resnet.ini data=$images steps=$resnet_steps
     else
@@ -127,10 +129,11 @@ for r in $(seq "$repeats"); do
 done
 load_end=$(cut -d' ' -f1 /proc/loadavg)
 
-"$py" - "$out" "$repeats" "$threads" "$warmup" "$load_start" "$load_end" "$(( $(date +%s) - t_start ))" "$passive" <<'EOF'
+"$py" - "$out" "$repeats" "$threads" "$warmup" "$load_start" "$load_end" "$(( $(date +%s) - t_start ))" "$passive" "$models" <<'EOF'
 import glob, json, os, platform, re, statistics, sys
 out, repeats, threads, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 load0, load1, secs, passive = sys.argv[5], sys.argv[6], sys.argv[7], sys.argv[8] == "1"
+models = sys.argv[9].split()
 batch = {"resnet": 128, "transformer": 32}
 tokens = {"resnet": 0, "transformer": 128}
 
@@ -178,7 +181,7 @@ print(f"load average (1 min) at start {load0}, at end {load1} (the end includes 
       + ("  << the machine was busy: PyTorch's OpenMP threads spin-wait and lose far more than dlscale under load,"
          " so even the ratios overstate dlscale; rerun on a quiet machine" if busiest > 0.1 else ""))
 rows, notes = [], []
-for model in ("resnet", "transformer"):
+for model in models:
     d = [dlscale(model, r) for r in range(1, repeats + 1)]
     p = [pytorch(model, r) for r in range(1, repeats + 1)]
     if {x["params"] for x in d} != {int(x["params"]) for x in p}:

@@ -110,13 +110,16 @@ class Elementwise final : public Layer {
     return {};
   }
 
+  // Elementwise, so any layout: y, dx in x's.
+  bool takes_blocked_input() const override { return true; }
+
   // x, y are (N, ...output_shape).
   Tensor forward(const Tensor& x, bool) override {
     check_input(x);
-    Tensor y = Tensor::uninitialized(x.shape(), x.dtype());
+    Tensor y = Tensor::uninitialized(x.shape(), x.dtype(), x.layout());
     dispatch(dtype_, [&]<class T>() {
-      const T* __restrict xp = x.data<T>();
-      T* __restrict yp = y.data<T>();
+      const T* __restrict xp = x.data_any_layout<T>();
+      T* __restrict yp = y.data_any_layout<T>();
       const std::int64_t n = x.numel();
 #pragma omp parallel for simd if (n >= kParallelMin)
       for (std::int64_t i = 0; i < n; ++i) yp[i] = op_.f(xp[i]);
@@ -131,12 +134,13 @@ class Elementwise final : public Layer {
     if (dy.shape() != y_.shape() || dy.dtype() != dtype_)
       fail(who_ + ": gradient is " + to_string(dy.shape()) + " " + to_string(dy.dtype()) + " but the output was " +
            to_string(y_.shape()) + " " + to_string(dtype_));
-    Tensor dx = Tensor::uninitialized(dy.shape(), dtype_);
+    const Tensor g = dy.in_layout(y_.layout());
+    Tensor dx = Tensor::uninitialized(g.shape(), dtype_, g.layout());
     dispatch(dtype_, [&]<class T>() {
-      const T* __restrict xp = x_.data<T>();
-      const T* __restrict yp = y_.data<T>();
-      const T* __restrict dyp = dy.data<T>();
-      T* __restrict dxp = dx.data<T>();
+      const T* __restrict xp = x_.data_any_layout<T>();
+      const T* __restrict yp = y_.data_any_layout<T>();
+      const T* __restrict dyp = g.data_any_layout<T>();
+      T* __restrict dxp = dx.data_any_layout<T>();
       const std::int64_t n = dy.numel();
 #pragma omp parallel for simd if (n >= kParallelMin)
       for (std::int64_t i = 0; i < n; ++i) dxp[i] = gradient(op_, xp[i], yp[i], dyp[i]);

@@ -4,6 +4,7 @@
 // float32 sum over N*H*W elements loses digits the variance needs.
 #include "layers/batchnorm.h"
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -35,6 +36,10 @@ class BatchNorm final : public Layer {
   }
 
   std::string kind() const override { return "batchnorm"; }
+  // Layout::channels16 (float32 images with channels in 16s): y and dx keep x's layout.
+  bool takes_blocked_input() const override {
+    return dtype_ == DType::f32 && output_shape_.size() == 3 && channels_ % 16 == 0;
+  }
   std::map<std::string, double> settings() const override { return {{"momentum", momentum_}, {"epsilon", epsilon_}}; }
   std::vector<Param*> params() override { return {&scale_, &offset_}; }
   std::vector<std::pair<std::string, Tensor*>> buffers() override {
@@ -50,12 +55,16 @@ class BatchNorm final : public Layer {
     const std::int64_t count = x.dim(0) * spatial_;
     if (training && count < 2)
       fail(who_ + ": training needs more than one value per channel, got a batch of " + to_string(x.shape()));
-    Tensor y = Tensor::uninitialized(x.shape(), dtype_);  // every element written below
+    Tensor y = Tensor::uninitialized(x.shape(), dtype_, x.layout());  // every element written below
     // Kept from step to step (the same shape every step): no allocation, no page faults.
-    if (xhat_.shape() != x.shape()) xhat_ = Tensor::uninitialized(x.shape(), dtype_);
+    if (xhat_.shape() != x.shape() || xhat_.layout() != x.layout())
+      xhat_ = Tensor::uninitialized(x.shape(), dtype_, x.layout());
     inv_std_.assign(channels_, 0.0);
     batch_stats_ = training;
-    dispatch(dtype_, [&]<class T>() { forward_impl<T>(x, y, training); });
+    if (x.blocked())
+      forward_blocked(x, y, training);
+    else
+      dispatch(dtype_, [&]<class T>() { forward_impl<T>(x, y, training); });
     return y;
   }
 
@@ -63,8 +72,12 @@ class BatchNorm final : public Layer {
     if (dy.shape() != xhat_.shape() || dy.dtype() != dtype_ || xhat_.rank() == 0)
       fail(who_ + ": gradient is " + to_string(dy.shape()) + " " + to_string(dy.dtype()) + " but the last output was " +
            to_string(xhat_.shape()) + " " + to_string(dtype_));
-    Tensor dx = Tensor::uninitialized(dy.shape(), dtype_);  // every element written
-    dispatch(dtype_, [&]<class T>() { backward_impl<T>(dy, dx); });
+    const Tensor g = dy.in_layout(xhat_.layout());
+    Tensor dx = Tensor::uninitialized(g.shape(), dtype_, g.layout());  // every element written
+    if (g.blocked())
+      backward_blocked(g, dx);
+    else
+      dispatch(dtype_, [&]<class T>() { backward_impl<T>(g, dx); });
     return dx;
   }
 
@@ -183,6 +196,124 @@ class BatchNorm final : public Layer {
     }
   }
 
+  // Layout::channels16: channel c of sample n is lane c%16 of block c/16,
+  // the H·W positions of a block 16 floats apart. Work is split into (block,
+  // sample) items, each summing its positions in order into per-lane
+  // partials; a channel's total adds its items' partials in sample order.
+  // The order depends on the shape only, not on the threads, and with the
+  // lanes innermost every loop vectorizes over 16 channels.
+  using Lanes = std::array<double, 16>;
+
+  // partials_[(block·N + n)·terms + t] for `terms` sums of term(i, c) over
+  // the item's positions (i the element's offset, c its channel), then
+  // total[t][c] over the samples in order.
+  template <int terms, class Term>
+  std::array<std::vector<double>, terms> blocked_sums(std::int64_t n_batch, Term term) {
+    const std::int64_t blocks = channels_ / 16, S = spatial_;
+    partials_.resize(static_cast<std::size_t>(blocks * n_batch * terms));
+#pragma omp parallel for collapse(2) if (n_batch * channels_ * S >= kParallelMin)
+    for (std::int64_t b = 0; b < blocks; ++b)
+      for (std::int64_t n = 0; n < n_batch; ++n) {
+        Lanes acc[terms] = {};
+        const std::int64_t base = (n * blocks + b) * S * 16;
+        for (std::int64_t s = 0; s < S; ++s) {
+          const std::int64_t i = base + s * 16;
+#pragma omp simd
+          for (int k = 0; k < 16; ++k) {
+            const auto v = term(i + k, b * 16 + k);
+            for (int t = 0; t < terms; ++t) acc[t][k] += v[t];
+          }
+        }
+        for (int t = 0; t < terms; ++t) partials_[(b * n_batch + n) * terms + t] = acc[t];
+      }
+    std::array<std::vector<double>, terms> total;
+    for (int t = 0; t < terms; ++t) total[t].assign(channels_, 0.0);
+    for (std::int64_t b = 0; b < blocks; ++b)
+      for (std::int64_t n = 0; n < n_batch; ++n)
+        for (int t = 0; t < terms; ++t)
+          for (int k = 0; k < 16; ++k) total[t][b * 16 + k] += partials_[(b * n_batch + n) * terms + t][k];
+    return total;
+  }
+
+  // For each (block, sample) item in parallel: body(i, k, c) at every
+  // position offset i + lane k of channel c.
+  template <class Body>
+  void blocked_each(std::int64_t n_batch, Body body) const {
+    const std::int64_t blocks = channels_ / 16, S = spatial_;
+#pragma omp parallel for collapse(2) if (n_batch * channels_ * S >= kParallelMin)
+    for (std::int64_t b = 0; b < blocks; ++b)
+      for (std::int64_t n = 0; n < n_batch; ++n) {
+        const std::int64_t base = (n * blocks + b) * S * 16;
+        for (std::int64_t s = 0; s < S; ++s)
+#pragma omp simd
+          for (int k = 0; k < 16; ++k) body(base + s * 16 + k, k, b * 16 + k);
+      }
+  }
+
+  void forward_blocked(const Tensor& x, Tensor& y, bool training) {
+    const std::int64_t n_batch = x.dim(0);
+    const double count = static_cast<double>(n_batch * spatial_);
+    const float* xp = x.data_any_layout<float>();
+    const float* g = scale_.value.data<float>();
+    const float* b = offset_.value.data<float>();
+    float* rm = running_mean_.data<float>();
+    float* rv = running_var_.data<float>();
+    std::vector<double> mean(channels_), inv(channels_);
+    if (training) {
+      // Two passes as in the plain layout: the mean, then squared deviations.
+      mean = blocked_sums<1>(n_batch, [&](std::int64_t i, std::int64_t) { return std::array<double, 1>{xp[i]}; })[0];
+      for (auto& m : mean) m /= count;
+      const auto sq = blocked_sums<1>(n_batch, [&](std::int64_t i, std::int64_t c) {
+        const double d = xp[i] - mean[c];
+        return std::array<double, 1>{d * d};
+      })[0];
+      for (std::int64_t c = 0; c < channels_; ++c) {
+        const double var = sq[c] / count;
+        inv[c] = 1.0 / std::sqrt(var + epsilon_);
+        rm[c] = static_cast<float>((1 - momentum_) * rm[c] + momentum_ * mean[c]);
+        rv[c] = static_cast<float>((1 - momentum_) * rv[c] + momentum_ * var * count / (count - 1));
+      }
+    } else {
+      for (std::int64_t c = 0; c < channels_; ++c) {
+        mean[c] = rm[c];
+        inv[c] = 1.0 / std::sqrt(static_cast<double>(rv[c]) + epsilon_);
+      }
+    }
+    inv_std_ = inv;
+    float* yp = y.data_any_layout<float>();
+    float* xh = xhat_.data_any_layout<float>();
+    blocked_each(n_batch, [&](std::int64_t i, int, std::int64_t c) {
+      const float h = static_cast<float>((xp[i] - mean[c]) * inv[c]);
+      xh[i] = h;
+      yp[i] = g[c] * h + b[c];
+    });
+  }
+
+  void backward_blocked(const Tensor& dy, Tensor& dx) {
+    const std::int64_t n_batch = dy.dim(0);
+    const double count = static_cast<double>(n_batch * spatial_);
+    const float* dyp = dy.data_any_layout<float>();
+    const float* xh = xhat_.data_any_layout<float>();
+    const float* g = scale_.value.data<float>();
+    float* dg = scale_.grad.data<float>();
+    float* db = offset_.grad.data<float>();
+    const auto sums = blocked_sums<2>(n_batch, [&](std::int64_t i, std::int64_t) {
+      return std::array<double, 2>{static_cast<double>(dyp[i]), static_cast<double>(dyp[i]) * xh[i]};
+    });
+    std::vector<double> k(channels_), mean_dy(channels_), mean_dy_xh(channels_);
+    for (std::int64_t c = 0; c < channels_; ++c) {
+      db[c] = static_cast<float>(sums[0][c]);
+      dg[c] = static_cast<float>(sums[1][c]);
+      k[c] = g[c] * inv_std_[c];
+      mean_dy[c] = batch_stats_ ? sums[0][c] / count : 0.0;
+      mean_dy_xh[c] = batch_stats_ ? sums[1][c] / count : 0.0;
+    }
+    float* dxp = dx.data_any_layout<float>();
+    blocked_each(n_batch, [&](std::int64_t i, int, std::int64_t c) {
+      dxp[i] = static_cast<float>(k[c] * (dyp[i] - mean_dy[c] - xh[i] * mean_dy_xh[c]));
+    });
+  }
+
   std::string who_;
   DType dtype_;
   std::int64_t channels_, spatial_;
@@ -193,6 +324,7 @@ class BatchNorm final : public Layer {
   Tensor xhat_;
   std::vector<double> inv_std_;
   bool batch_stats_ = false;
+  std::vector<Lanes> partials_;  // blocked_sums' per-item sums
 };
 }  // namespace
 

@@ -151,21 +151,27 @@ Tensor Conv2d::forward(const Tensor& x, bool) {
     fail("conv2d: expected input N×" + to_string(sample) + ", got " + to_string(x.shape()));
   if (x.dtype() != weight_.value.dtype())
     fail("conv2d: input is " + to_string(x.dtype()) + " but the parameters are " + to_string(weight_.value.dtype()));
-  x_ = x;
   const std::int64_t N = x.dim(0), F = g_.filters, P = g_.out_height() * g_.out_width();
   const std::int64_t rows = g_.channels * g_.kernel * g_.kernel, chunk = samples_per_chunk(N);
-  Tensor y = Tensor::uninitialized({N, F, g_.out_height(), g_.out_width()}, x.dtype());  // every element written
+  const Shape y_shape{N, F, g_.out_height(), g_.out_width()};
   forward_via_onednn_ = false;
   if (OnednnConv2d* fast = N > 0 ? onednn_for(N) : nullptr) {
-    fast->forward(x.data<float>(), weight_.value.data<float>(), has_bias_ ? bias_.value.data<float>() : nullptr,
-                  y.data<float>());
+    // Activations in oneDNN's own layout pass without a reorder (x as it
+    // comes, y when Network allows blocked outputs); dx takes x's layout.
+    x_ = x.blocked() && !fast->input_blocked() ? x.plain() : x;
+    const bool y_blocked = blocked_output_allowed_ && fast->output_blocked();
+    Tensor y = Tensor::uninitialized(y_shape, x.dtype(), y_blocked ? Layout::channels16 : Layout::plain);
+    fast->forward({x_.data_any_layout<float>(), x_.blocked()}, weight_.value.data<float>(),
+                  has_bias_ ? bias_.value.data<float>() : nullptr, {y.data_any_layout<float>(), y_blocked});
     forward_via_onednn_ = true;
     return y;
   }
+  x_ = x.plain();
+  Tensor y = Tensor::uninitialized(y_shape, x.dtype());  // every element written
   ensure_scratch(cols_, rows * chunk * P, x.dtype());
   ensure_scratch(ymat_, F * chunk * P, x.dtype());
   dispatch(x.dtype(), [&]<class T>() {
-    const T* px = x.data<T>();
+    const T* px = x_.data<T>();
     const T* pw = weight_.value.data<T>();
     const T* pb = has_bias_ ? bias_.value.data<T>() : nullptr;
     T* cols = cols_.data<T>();
@@ -202,9 +208,12 @@ Tensor Conv2d::backward(const Tensor& dy) {
          ") but the forward output was " + to_string(expected) + " (" + to_string(x_.dtype()) + ")");
   const std::int64_t rows = g_.channels * g_.kernel * g_.kernel, chunk = samples_per_chunk(N);
   if (forward_via_onednn_) {
-    Tensor dx = input_grad_needed_ ? Tensor::uninitialized(x_.shape(), x_.dtype()) : Tensor();
-    onednn_->backward(x_.data<float>(), weight_.value.data<float>(), dy.data<float>(), weight_.grad.data<float>(),
-                      has_bias_ ? bias_.grad.data<float>() : nullptr, input_grad_needed_ ? dx.data<float>() : nullptr);
+    const Tensor g = dy.blocked() && !onednn_->output_blocked() ? dy.plain() : dy;
+    Tensor dx = input_grad_needed_ ? Tensor::uninitialized(x_.shape(), x_.dtype(), x_.layout()) : Tensor();
+    onednn_->backward({x_.data_any_layout<float>(), x_.blocked()}, weight_.value.data<float>(),
+                      {g.data_any_layout<float>(), g.blocked()}, weight_.grad.data<float>(),
+                      has_bias_ ? bias_.grad.data<float>() : nullptr,
+                      {input_grad_needed_ ? dx.data_any_layout<float>() : nullptr, x_.blocked()});
     forward_via_onednn_ = false;
     return dx;
   }
@@ -212,9 +221,10 @@ Tensor Conv2d::backward(const Tensor& dy) {
   Tensor dx = input_grad_needed_ ? Tensor(x_.shape(), x_.dtype()) : Tensor();
   ensure_scratch(cols_, rows * chunk * P, x_.dtype());
   ensure_scratch(ymat_, F * chunk * P, x_.dtype());
+  const Tensor dy_plain = dy.plain();
   dispatch(dy.dtype(), [&]<class T>() {
     const T* px = x_.data<T>();
-    const T* pdy = dy.data<T>();
+    const T* pdy = dy_plain.data<T>();
     const T* pw = weight_.value.data<T>();
     T* dw = weight_.grad.data<T>();
     T* db = has_bias_ ? bias_.grad.data<T>() : nullptr;

@@ -42,6 +42,7 @@ class Conv2d : public Layer {
   Tensor forward(const Tensor& x, bool training) override;
   Tensor backward(const Tensor& dy) override;
   std::vector<Param*> params() override;
+  bool takes_blocked_input() const override { return true; }
 
   const Conv2dGeometry& geometry() const { return g_; }
   // Upper bound on the im2col buffer. A batch whose columns do not fit is
@@ -57,7 +58,7 @@ class Conv2d : public Layer {
   Conv2dGeometry g_;
   bool has_bias_;
   Param weight_, bias_;
-  Tensor x_;            // forward input (N, C, H, W)
+  Tensor x_;            // forward input (N, C, H, W), plain or in the oneDNN path's blocked layout
   Tensor cols_;         // scratch: (C·K·K, chunk·OH·OW), also holds dcols in backward
   Tensor ymat_;         // scratch: (F, chunk·OH·OW), y or dy in GEMM layout
   bool cols_hold_batch_ = false;  // cols_ is im2col of all of x_ (one chunk)

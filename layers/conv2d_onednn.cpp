@@ -3,8 +3,11 @@
 // Every operand has an outer memory over the layer's own N×C×H×W / F×C×K×K
 // buffers and an inner one in the layout the primitive chose
 // (format_tag::any, e.g. nChw16c / OIhw16i16o with AVX-512); when the two
-// differ a reorder primitive, made once, copies between them. Weights change
-// every step, so they are reordered on every call (they are small).
+// differ a reorder primitive, made once, copies between them. An activation
+// the caller already holds in nChw16c (Layout::channels16) is passed as it is
+// when that is the primitive's layout, with no reorder: inside a Network of
+// conv, batch norm and ReLU layers no activation is reordered at all. Weights
+// change every step, so they are reordered on every call (they are small).
 #include "layers/conv2d_onednn.h"
 
 #include <omp.h>
@@ -27,35 +30,60 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// An operand: outer over the caller's buffer, inner in the primitive's layout.
+// An operand: outer over the caller's plain buffer, inner in the primitive's
+// layout, and `blocked` over a caller's buffer that already is in that layout
+// when it is Layout::channels16's (then no reorder is needed).
 struct Operand {
-  memory outer, inner;
+  memory outer, inner, blocked;
   dnnl::reorder copy;  // outer → inner for inputs, inner → outer for outputs; empty when the layouts match
+  bool flush_pending = false;
 
   Operand() = default;
   Operand(const memory::desc& outer_md, const memory::desc& inner_md, bool is_output) {
     outer = memory(outer_md, cpu_engine(), DNNL_MEMORY_NONE);
+    if (outer_md.dims().size() == 4 && outer_md.dims()[1] % 16 == 0 &&
+        inner_md == memory::desc(outer_md.dims(), memory::data_type::f32, tag::nChw16c))
+      blocked = memory(inner_md, cpu_engine(), DNNL_MEMORY_NONE);
     if (outer_md == inner_md) {
       inner = outer;
       return;
     }
-    inner = memory(inner_md, cpu_engine());
+    // inner's buffer is allocated on first use: activations that always come
+    // blocked never need one (for a ResNet those buffers came to 1 GB).
+    inner = memory(inner_md, cpu_engine(), DNNL_MEMORY_NONE);
     copy = is_output ? dnnl::reorder(inner, outer) : dnnl::reorder(outer, inner);
   }
-  bool reordered() const { return static_cast<bool>(copy); }
-  // Points outer at p and, for an input, brings inner up to date.
-  const memory& in(dnnl::stream& s, const float* p) {
-    outer.set_data_handle(const_cast<float*>(p));
-    if (reordered()) copy.execute(s, outer, inner);
+  memory& allocated_inner() {
+    if (reordered() && !inner.get_data_handle()) inner = memory(inner.get_desc(), cpu_engine());
     return inner;
   }
-  // Points outer at p; call flush() after the primitive wrote inner.
-  const memory& out(float* p) {
-    outer.set_data_handle(p);
+  bool reordered() const { return static_cast<bool>(copy); }
+  bool takes_blocked() const { return static_cast<bool>(blocked); }
+  // The memory to pass for input p; a plain one is copied into inner first.
+  memory& in(dnnl::stream& s, const float* p, bool is_blocked) {
+    if (is_blocked) {
+      DLSCALE_REQUIRE(takes_blocked(), "conv2d: a channels16 buffer where oneDNN wants another layout");
+      blocked.set_data_handle(const_cast<float*>(p));
+      return blocked;
+    }
+    outer.set_data_handle(const_cast<float*>(p));
+    if (reordered()) copy.execute(s, outer, allocated_inner());
     return inner;
+  }
+  // The memory to pass for output p; call flush() after the primitive wrote it.
+  memory& out(float* p, bool is_blocked) {
+    flush_pending = !is_blocked && reordered();
+    if (is_blocked) {
+      DLSCALE_REQUIRE(takes_blocked(), "conv2d: a channels16 buffer where oneDNN wants another layout");
+      blocked.set_data_handle(p);
+      return blocked;
+    }
+    outer.set_data_handle(p);
+    return allocated_inner();
   }
   void flush(dnnl::stream& s) {
-    if (reordered()) copy.execute(s, inner, outer);
+    if (flush_pending) copy.execute(s, inner, outer);
+    flush_pending = false;
   }
 };
 
@@ -124,11 +152,17 @@ class Impl final : public OnednnConv2d {
   std::int64_t batch() const override { return batch_; }
   int threads() const override { return threads_; }
   std::string implementation() const override { return impl_; }
+  bool input_blocked() const override {
+    return x_fwd_.takes_blocked() && x_bwd_.takes_blocked() && dx_.takes_blocked();
+  }
+  bool output_blocked() const override {
+    return y_.takes_blocked() && dy_weights_.takes_blocked() && dy_data_.takes_blocked();
+  }
 
-  void forward(const float* x, const float* w, const float* b, float* y) override {
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x_fwd_.in(stream_, x)},
-                                         {DNNL_ARG_WEIGHTS, w_fwd_.in(stream_, w)},
-                                         {DNNL_ARG_DST, y_.out(y)}};
+  void forward(Buffer<const float> x, const float* w, const float* b, Buffer<float> y) override {
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x_fwd_.in(stream_, x.data, x.blocked)},
+                                         {DNNL_ARG_WEIGHTS, w_fwd_.in(stream_, w, false)},
+                                         {DNNL_ARG_DST, y_.out(y.data, y.blocked)}};
     if (b_) {
       b_.set_data_handle(const_cast<float*>(b));
       args[DNNL_ARG_BIAS] = b_;
@@ -136,27 +170,29 @@ class Impl final : public OnednnConv2d {
     fwd_.execute(stream_, args);
     y_.flush(stream_);
     stream_.wait();
-    x_fresh_ = true;
+    // A plain x was copied to inner, which backward can use; a blocked one was used in place.
+    x_fresh_ = !x.blocked;
   }
 
-  void backward(const float* x, const float* w, const float* dy, float* dw, float* db, float* dx) override {
+  void backward(Buffer<const float> x, const float* w, Buffer<const float> dy, float* dw, float* db,
+                Buffer<float> dx) override {
     // The blocked copy of x made by forward serves backward too when both want the same layout.
-    const memory& src = reuse_x_ && x_fresh_ ? x_fwd_.inner : x_bwd_.in(stream_, x);
+    const memory& src = reuse_x_ && x_fresh_ && !x.blocked ? x_fwd_.inner : x_bwd_.in(stream_, x.data, x.blocked);
     x_fresh_ = false;
-    const memory& ddst = dy_weights_.in(stream_, dy);
+    const memory& ddst = dy_weights_.in(stream_, dy.data, dy.blocked);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst},
-                                         {DNNL_ARG_DIFF_WEIGHTS, dw_.out(dw)}};
+                                         {DNNL_ARG_DIFF_WEIGHTS, dw_.out(dw, false)}};
     if (db_ && db) {
       db_.set_data_handle(db);
       args[DNNL_ARG_DIFF_BIAS] = db_;
     }
     bwd_weights_.execute(stream_, args);
     dw_.flush(stream_);
-    if (dx) {
-      const memory& ddst_data = reuse_dy_ ? ddst : dy_data_.in(stream_, dy);
+    if (dx.data) {
+      const memory& ddst_data = reuse_dy_ ? ddst : dy_data_.in(stream_, dy.data, dy.blocked);
       bwd_data_.execute(stream_, {{DNNL_ARG_DIFF_DST, ddst_data},
-                                  {DNNL_ARG_WEIGHTS, w_bwd_.in(stream_, w)},
-                                  {DNNL_ARG_DIFF_SRC, dx_.out(dx)}});
+                                  {DNNL_ARG_WEIGHTS, w_bwd_.in(stream_, w, false)},
+                                  {DNNL_ARG_DIFF_SRC, dx_.out(dx.data, dx.blocked)}});
       dx_.flush(stream_);
     }
     stream_.wait();

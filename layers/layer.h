@@ -57,9 +57,20 @@ class Layer {
   // an empty tensor from backward.
   void set_input_grad_needed(bool needed) { input_grad_needed_ = needed; }
 
+  // Blocked layouts (Layout in runtime/core/tensor.h). A layer that takes a
+  // blocked x returns dL/dx in x's layout, and its backward gets dL/dy in the
+  // layout of the y it returned. Network converts a blocked input to plain
+  // for a layer that does not take one.
+  virtual bool takes_blocked_input() const { return false; }
+  // Network lets layers return blocked outputs (conv2d's oneDNN path); a
+  // layer used on its own returns plain ones (layers that take a blocked
+  // input keep its layout).
+  void set_blocked_output_allowed(bool allowed) { blocked_output_allowed_ = allowed; }
+
  protected:
   Shape output_shape_;
   bool input_grad_needed_ = true;
+  bool blocked_output_allowed_ = false;
 };
 
 }  // namespace dlscale

@@ -13,15 +13,17 @@ namespace dlscale {
 
 namespace {
 
-// y = a + b elementwise (same shape and dtype).
-Tensor add_tensors(const Tensor& a, const Tensor& b) {
-  Tensor y = a.clone();
+// y = a + b elementwise (same shape and dtype); y has a's layout.
+Tensor add_tensors(const Tensor& a, const Tensor& b_any) {
+  const Tensor b = b_any.in_layout(a.layout());
+  Tensor y = Tensor::uninitialized(a.shape(), a.dtype(), a.layout());
   dispatch(y.dtype(), [&]<class T>() {
-    T* py = y.data<T>();
-    const T* pb = b.data<T>();
+    const T* pa = a.data_any_layout<T>();
+    const T* pb = b.data_any_layout<T>();
+    T* py = y.data_any_layout<T>();
     const std::int64_t n = y.numel();
-#pragma omp parallel for if (n > 65536)
-    for (std::int64_t i = 0; i < n; ++i) py[i] += pb[i];
+#pragma omp parallel for simd if (n > 65536)
+    for (std::int64_t i = 0; i < n; ++i) py[i] = pa[i] + pb[i];
   });
   return y;
 }
@@ -116,7 +118,12 @@ Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std:
   // dL/d(network input) is never used: layers reading it may skip it.
   for (auto& node : nodes_)
     if (node.layer && node.input < 0) node.layer->set_input_grad_needed(false);
+  // Blocked activations may flow between layers: forward_logits converts
+  // where a layer reads only plain ones.
+  for (auto& node : nodes_)
+    if (node.layer) node.layer->set_blocked_output_allowed(true);
   outputs_.resize(nodes_.size());
+  output_layouts_.assign(nodes_.size(), Layout::plain);
 }
 
 Tensor Network::forward_logits(const Tensor& x, bool training) {
@@ -128,10 +135,16 @@ Tensor Network::forward_logits(const Tensor& x, bool training) {
   for (std::size_t i = 0; i + 1 < nodes_.size(); ++i) {
     Node& node = nodes_[i];
     const Tensor& in = node.input < 0 ? x : outputs_[node.input];
-    outputs_[i] = node.layer ? node.layer->forward(in, training) : add_tensors(in, outputs_[node.add_from]);
+    if (!node.layer)
+      outputs_[i] = add_tensors(in, outputs_[node.add_from]);
+    else if (in.blocked() && !node.layer->takes_blocked_input())
+      outputs_[i] = node.layer->forward(in.plain(), training);
+    else
+      outputs_[i] = node.layer->forward(in, training);
+    output_layouts_[i] = outputs_[i].layout();
   }
   const int last = nodes_.back().input;
-  return last < 0 ? x : outputs_[last];
+  return last < 0 ? x : outputs_[last].plain();
 }
 
 Tensor Network::predict(const Tensor& x) { return nodes_.back().layer->forward(forward_logits(x, false), false); }
@@ -146,8 +159,10 @@ void Network::backward(const Tensor& dlogits, const GradientsReady& on_ready) {
   if (last >= 0) grads[last] = dlogits;
   for (int i = last; i >= 0; --i) {
     Node& node = nodes_[i];
-    Tensor g = std::move(grads[i]);
-    DLSCALE_REQUIRE(!g.empty(), "network node " + std::to_string(i + 1) + " got no gradient");
+    DLSCALE_REQUIRE(!grads[i].empty(), "network node " + std::to_string(i + 1) + " got no gradient");
+    // dL/dy in the layout of y (a consumer that read a converted copy returned its own).
+    Tensor g = grads[i].in_layout(output_layouts_[i]);
+    grads[i] = Tensor();
     if (!node.layer) {  // y = in + out[from]: both get dy
       if (node.input >= 0) accumulate(grads[node.input], g);
       accumulate(grads[node.add_from], g);

@@ -76,6 +76,9 @@ class Network {
     Shape output_shape;
   };
   const std::vector<Node>& nodes() const { return nodes_; }
+  // The layout of each node's output in the last forward (Layout in
+  // runtime/core/tensor.h): blocked where oneDNN convolutions handed it on.
+  const std::vector<Layout>& output_layouts() const { return output_layouts_; }
 
  private:
   std::vector<Rng*> random_streams();
@@ -84,6 +87,7 @@ class Network {
   DType dtype_;
   std::vector<Node> nodes_;
   std::vector<Tensor> outputs_;  // per node, from the last forward (needed by add)
+  std::vector<Layout> output_layouts_;  // per node, the layout of its last output (its dL/dy gets the same)
   std::int64_t num_classes_ = 0;
   std::int64_t positions_ = 1;
 };

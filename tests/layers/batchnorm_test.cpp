@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <utility>
 #include <string>
 
 #include "layer_factory.h"
 #include "layers/batchnorm.h"
 #include "layers/gradient_check.h"
 #include "layers/registry.h"
+#include "runtime/core/blas.h"
 
 namespace dlscale {
 namespace {
@@ -165,6 +168,51 @@ TEST(BatchNorm, Float32MatchesFloat64) {
     testing::expect_close(buffer(*b32, "running_var")->to(DType::f64), *buffer(*b64, "running_var"), 1e-5,
                           "running_var");
   }
+}
+
+// Layout::channels16 (what conv2d's oneDNN path hands on inside a Network):
+// the same results as the plain layout, y and dx in the input's layout, and
+// sums whose order depends on the shape only, not on the thread count.
+TEST(BatchNorm, Channels16MatchesPlainAndIgnoresThreadCount) {
+  const Shape shape{6, 32, 5, 3};
+  Rng rng(11);
+  const Tensor x = random_tensor(shape, rng, DType::f32, 2.0);
+  const Tensor dy = random_tensor(shape, rng, DType::f32);
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "inference");
+    struct Result {
+      Tensor y, dx, dscale, doffset, running_var;
+    };
+    auto run = [&](Layout layout, int threads) {
+      Rng init(3);
+      auto bn = build_layer("batchnorm", {32, 5, 3}, DType::f32);
+      randomize_state(*bn, init);
+      EXPECT_EQ(bn->takes_blocked_input(), true);
+      const int before = cpu_threads();
+      set_cpu_threads(threads);
+      Tensor y = bn->forward(x.in_layout(layout), training);
+      Tensor dx = bn->backward(dy.in_layout(layout));
+      set_cpu_threads(before);
+      EXPECT_EQ(y.layout(), layout);
+      EXPECT_EQ(dx.layout(), layout);
+      return Result{y.plain(), dx.plain(), bn->params()[0]->grad.clone(), bn->params()[1]->grad.clone(),
+                    buffer(*bn, "running_var")->clone()};
+    };
+    const Result plain = run(Layout::plain, 2);
+    const Result one = run(Layout::channels16, 1);
+    const Result two = run(Layout::channels16, 2);
+    testing::expect_close(one.y.to(DType::f64), plain.y.to(DType::f64), 1e-5, "y");
+    testing::expect_close(one.dx.to(DType::f64), plain.dx.to(DType::f64), 1e-5, "dx");
+    testing::expect_close(one.dscale.to(DType::f64), plain.dscale.to(DType::f64), 1e-5, "dscale");
+    testing::expect_close(one.doffset.to(DType::f64), plain.doffset.to(DType::f64), 1e-5, "doffset");
+    testing::expect_close(one.running_var.to(DType::f64), plain.running_var.to(DType::f64), 1e-6, "running_var");
+    for (auto [a, b] : {std::pair{&one.y, &two.y}, {&one.dx, &two.dx}, {&one.dscale, &two.dscale}})
+      EXPECT_EQ(std::memcmp(a->raw(), b->raw(), a->bytes()), 0) << "1 and 2 threads differ";
+  }
+  // Float64 and channel counts that are not multiples of 16 stay plain.
+  EXPECT_FALSE(build_layer("batchnorm", {32, 5, 3}, DType::f64)->takes_blocked_input());
+  EXPECT_FALSE(build_layer("batchnorm", {24, 5, 3}, DType::f32)->takes_blocked_input());
+  EXPECT_FALSE(build_layer("batchnorm", {32}, DType::f32)->takes_blocked_input());
 }
 
 TEST(BatchNorm, Errors) {

@@ -2,6 +2,8 @@
 // finite-difference gradient of a whole small ResNet-style network.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "gradient_check.h"
 #include "layers/network.h"
 #include "layers/softmax.h"
@@ -190,6 +192,64 @@ TEST(Network, SameSeedSameWeightsAndFloat64EndToEnd) {
   }
   Rng rng(1);
   EXPECT_EQ(a.predict(testing::random_tensor({1, 2, 5, 5}, rng)).dtype(), DType::f64);
+}
+
+// Inside a Network, float32 convolutions hand their activations on in
+// oneDNN's blocked layout (Layout::channels16) through batch norm, ReLU, the
+// residual add and the next convolution; the results must be those of the
+// plain im2col path (DLSCALE_ONEDNN=0), up to float32 rounding.
+TEST(Network, BlockedActivationsMatchThePlainPath) {
+  NetworkSpec spec;
+  spec.input_shape = {3, 8, 8};
+  spec.layer_lines = {"conv2d filters=16 kernel=3 padding=same bias=false",
+                      "batchnorm",
+                      "relu name=b_in",
+                      "conv2d filters=16 kernel=3 padding=same bias=false",
+                      "batchnorm",
+                      "relu",
+                      "conv2d filters=16 kernel=3 padding=same bias=false",
+                      "batchnorm name=main",
+                      "add from=b_in",
+                      "relu",
+                      "conv2d filters=32 kernel=3 stride=2 padding=same bias=false",
+                      "batchnorm",
+                      "relu",
+                      "globalavgpool",
+                      "dense units=5",
+                      "softmax"};
+  Rng rng(4);
+  const Tensor x = testing::random_tensor({6, 3, 8, 8}, rng, DType::f32);
+  const std::vector<std::int32_t> labels = {0, 4, 1, 2, 3, 0};
+  struct Result {
+    Tensor logits;
+    std::vector<Tensor> grads;
+    std::vector<Layout> layouts;
+  };
+  auto run = [&](const char* onednn) {
+    setenv("DLSCALE_ONEDNN", onednn, 1);
+    Network net(spec, DType::f32, 9);
+    unsetenv("DLSCALE_ONEDNN");
+    Result r;
+    r.logits = net.forward_logits(x, true).clone();
+    r.layouts = net.output_layouts();
+    Tensor dlogits;
+    softmax_cross_entropy(r.logits, labels.data(), 6.0, dlogits);
+    net.backward(dlogits);
+    for (Param* p : net.params()) r.grads.push_back(p->grad.clone());
+    return r;
+  };
+  const Result blocked = run("direct");  // direct: exact to float32 rounding (Winograd is not)
+  const Result plain = run("0");
+  for (Layout l : plain.layouts) EXPECT_EQ(l, Layout::plain);
+  if (blocked.layouts[0] == Layout::plain)
+    GTEST_SKIP() << "oneDNN chose no 16-channel blocked layout on this CPU (no AVX-512): nothing to compare";
+  // conv, batchnorm, relu, the add and the strided conv's chain stay blocked.
+  for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) EXPECT_EQ(blocked.layouts[i], Layout::channels16) << i;
+  EXPECT_EQ(blocked.layouts[13], Layout::plain);  // globalavgpool reads plain
+  testing::expect_close(blocked.logits, plain.logits, 1e-4, "logits");
+  ASSERT_EQ(blocked.grads.size(), plain.grads.size());
+  for (std::size_t i = 0; i < plain.grads.size(); ++i)
+    testing::expect_close(blocked.grads[i], plain.grads[i], 1e-4, "param grad " + std::to_string(i));
 }
 
 TEST(Network, SpecErrorsNameTheProblem) {

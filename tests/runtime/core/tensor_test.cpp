@@ -161,6 +161,44 @@ TEST(Tensor, DispatchCallsTheMatchingType) {
   EXPECT_EQ(d.at(1), 2.5);
 }
 
+// channels16 is oneDNN's nChw16c: element (n, c, h, w) at
+// ((n·C/16 + c/16)·H·W + h·W + w)·16 + c%16.
+TEST(Tensor, Channels16LayoutRoundTripsAndIndexesInPlainOrder) {
+  const Shape shape{2, 32, 3, 5};
+  Tensor plain(shape, DType::f32);
+  for (std::int64_t i = 0; i < plain.numel(); ++i) plain.set(i, static_cast<double>(i));
+  Tensor blocked = plain.in_layout(Layout::channels16);
+  EXPECT_TRUE(blocked.blocked());
+  EXPECT_EQ(blocked.layout(), Layout::channels16);
+  EXPECT_EQ(blocked.shape(), shape);
+  const float* raw = blocked.data_any_layout<float>();
+  const std::int64_t S = 15;
+  // Sample 1, channel 21 (block 1, lane 5), position (2, 4) = 14.
+  const std::int64_t plain_index = (1 * 32 + 21) * S + 14;
+  EXPECT_EQ(raw[((1 * 2 + 1) * S + 14) * 16 + 5], static_cast<float>(plain_index));
+  for (std::int64_t i = 0; i < plain.numel(); ++i) ASSERT_EQ(blocked.at(i), plain.at(i)) << i;
+  blocked.set(plain_index, -1.0);
+  EXPECT_EQ(blocked.plain().at(plain_index), -1.0);
+  Tensor back = blocked.plain();
+  EXPECT_FALSE(back.blocked());
+  for (std::int64_t i = 0; i < plain.numel(); ++i)
+    if (i != plain_index) ASSERT_EQ(back.data<float>()[i], static_cast<float>(i)) << i;
+  // Converting to the layout a tensor has is a handle, not a copy.
+  EXPECT_EQ(blocked.in_layout(Layout::channels16).raw(), blocked.raw());
+  EXPECT_EQ(blocked.clone().layout(), Layout::channels16);
+}
+
+TEST(Tensor, BlockedTensorsRefusePlainAccess) {
+  Tensor blocked = Tensor({1, 16, 2, 2}, DType::f32).in_layout(Layout::channels16);
+  expect_error([&] { (void)blocked.data<float>(); }, "layout channels16 (nChw16c) was read as plain");
+  expect_error([&] { (void)blocked.reshaped({16, 4}); }, "was read as plain");
+  expect_error([&] { (void)blocked.to(DType::f64); }, "was read as plain");
+  expect_error([] { (void)Tensor::uninitialized({1, 8, 2, 2}, DType::f32, Layout::channels16); },
+               "channels16 layout needs a float32 N×C×H×W tensor with C a multiple of 16, not 1x8x2x2");
+  expect_error([] { (void)Tensor::uninitialized({1, 16, 2, 2}, DType::f64, Layout::channels16); },
+               "not 1x16x2x2 float64");
+}
+
 TEST(DType, NamesSizesAndParsing) {
   EXPECT_EQ(to_string(DType::f32), "float32");
   EXPECT_EQ(to_string(DType::f64), "float64");
