@@ -50,9 +50,9 @@ mkdir -p "$out"
 load_start=$(cut -d' ' -f1 /proc/loadavg)
 t_start=$(date +%s)
 
-# The dlscale binary sets OMP_WAIT_POLICY=PASSIVE for itself (launch/main.cpp);
+# The dlscale binary sets OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=30000 for itself (launch/main.cpp);
 # the bench programs get the same setting here. PyTorch runs as a user runs it.
-dl() { OMP_WAIT_POLICY=PASSIVE "$@"; }
+dl() { OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=30000 "$@"; }
 
 echo "loader ..." >&2
 dl "$build/bench/loader_bench" "$data/train" 128 "$repeats" >"$out/loader.txt"
