@@ -4,6 +4,7 @@
 // float32 sum over N*H*W elements loses digits the variance needs.
 #include "layers/batchnorm.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -46,6 +47,15 @@ class BatchNorm final : public Layer {
     return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
   }
 
+  // Network hands batch norm the ReLU that alone reads its output: the
+  // blocked path applies it in its normalizing pass and folds its mask into
+  // backward's passes (a separate ReLU read and wrote every activation once
+  // more each way); the plain path applies it as a pass of its own.
+  bool fuse_relu() override {
+    relu_ = true;
+    return true;
+  }
+
   // x, y are (N, C, S) in memory, S = H*W (1 for feature input).
   Tensor forward(const Tensor& x, bool training) override {
     Shape sample(x.shape().begin() + (x.rank() > 0 ? 1 : 0), x.shape().end());
@@ -56,28 +66,55 @@ class BatchNorm final : public Layer {
     if (training && count < 2)
       fail(who_ + ": training needs more than one value per channel, got a batch of " + to_string(x.shape()));
     Tensor y = Tensor::uninitialized(x.shape(), dtype_, x.layout());  // every element written below
-    // Kept from step to step (the same shape every step): no allocation, no page faults.
-    if (xhat_.shape() != x.shape() || xhat_.layout() != x.layout())
-      xhat_ = Tensor::uninitialized(x.shape(), dtype_, x.layout());
     inv_std_.assign(channels_, 0.0);
     batch_stats_ = training;
-    if (x.blocked())
+    last_shape_ = x.shape();
+    last_layout_ = x.layout();
+    if (x.blocked()) {
+      xhat_ = Tensor();
       forward_blocked(x, y, training);
-    else
-      dispatch(dtype_, [&]<class T>() { forward_impl<T>(x, y, training); });
+      return y;
+    }
+    // Kept from step to step (the same shape every step): no allocation, no page faults.
+    if (xhat_.shape() != x.shape()) xhat_ = Tensor::uninitialized(x.shape(), dtype_);
+    dispatch(dtype_, [&]<class T>() {
+      forward_impl<T>(x, y, training);
+      if (relu_) {
+        T* yp = y.data<T>();
+        const std::int64_t n = y.numel();
+#pragma omp parallel for simd if (n >= kParallelMin)
+        for (std::int64_t i = 0; i < n; ++i) yp[i] = yp[i] > T(0) ? yp[i] : T(0);
+      }
+    });
+    relu_out_ = relu_ ? y : Tensor();
     return y;
   }
 
   Tensor backward(const Tensor& dy) override {
-    if (dy.shape() != xhat_.shape() || dy.dtype() != dtype_ || xhat_.rank() == 0)
+    if (dy.shape() != last_shape_ || dy.dtype() != dtype_ || last_shape_.empty())
       fail(who_ + ": gradient is " + to_string(dy.shape()) + " " + to_string(dy.dtype()) + " but the last output was " +
-           to_string(xhat_.shape()) + " " + to_string(dtype_));
-    const Tensor g = dy.in_layout(xhat_.layout());
+           to_string(last_shape_) + " " + to_string(dtype_));
+    Tensor g = dy.in_layout(last_layout_);
     Tensor dx = Tensor::uninitialized(g.shape(), dtype_, g.layout());  // every element written
-    if (g.blocked())
+    if (g.blocked()) {
       backward_blocked(g, dx);
-    else
-      dispatch(dtype_, [&]<class T>() { backward_impl<T>(g, dx); });
+      x_ = Tensor();
+      return dx;
+    }
+    dispatch(dtype_, [&]<class T>() {
+      if (relu_) {  // dL/d(batch norm's output): dy where the ReLU passed it
+        Tensor masked = Tensor::uninitialized(g.shape(), dtype_);
+        const T* yp = relu_out_.data<T>();
+        const T* gp = g.data<T>();
+        T* mp = masked.data<T>();
+        const std::int64_t n = g.numel();
+#pragma omp parallel for simd if (n >= kParallelMin)
+        for (std::int64_t i = 0; i < n; ++i) mp[i] = yp[i] > T(0) ? gp[i] : T(0);
+        g = masked;
+      }
+      backward_impl<T>(g, dx);
+    });
+    relu_out_ = Tensor();
     return dx;
   }
 
@@ -204,34 +241,41 @@ class BatchNorm final : public Layer {
   // lanes innermost every loop vectorizes over 16 channels.
   using Lanes = std::array<double, 16>;
 
-  // partials_[(block·N + n)·terms + t] for `terms` sums of term(i, c) over
-  // the item's positions (i the element's offset, c its channel), then
-  // total[t][c] over the samples in order.
-  template <int terms, class Term>
-  std::array<std::vector<double>, terms> blocked_sums(std::int64_t n_batch, Term term) {
+  // Two sums per channel: term(i, c, a, b) sets the two terms of element i
+  // (channel c); partials_[(block·N + n)·2 + t] hold an item's sums, then
+  // total[t][c] adds them over the samples in order.
+  template <class Term>
+  std::array<std::vector<double>, 2> blocked_sums(std::int64_t n_batch, Term term) {
     const std::int64_t blocks = channels_ / 16, S = spatial_;
-    partials_.resize(static_cast<std::size_t>(blocks * n_batch * terms));
+    partials_.resize(static_cast<std::size_t>(blocks * n_batch * 2));
 #pragma omp parallel for collapse(2) if (n_batch * channels_ * S >= kParallelMin)
     for (std::int64_t b = 0; b < blocks; ++b)
       for (std::int64_t n = 0; n < n_batch; ++n) {
-        Lanes acc[terms] = {};
+        Lanes acc0 = {}, acc1 = {};
         const std::int64_t base = (n * blocks + b) * S * 16;
         for (std::int64_t s = 0; s < S; ++s) {
           const std::int64_t i = base + s * 16;
+          // The terms in float32 for the 16 lanes, then added in double: two
+          // loops the compiler vectorizes (one loop doing both, or terms
+          // returned as arrays, stayed scalar).
+          float v0[16], v1[16];
+#pragma omp simd
+          for (int k = 0; k < 16; ++k) term(i + k, b * 16 + k, v0[k], v1[k]);
 #pragma omp simd
           for (int k = 0; k < 16; ++k) {
-            const auto v = term(i + k, b * 16 + k);
-            for (int t = 0; t < terms; ++t) acc[t][k] += v[t];
+            acc0[k] += v0[k];
+            acc1[k] += v1[k];
           }
         }
-        for (int t = 0; t < terms; ++t) partials_[(b * n_batch + n) * terms + t] = acc[t];
+        partials_[(b * n_batch + n) * 2] = acc0;
+        partials_[(b * n_batch + n) * 2 + 1] = acc1;
       }
-    std::array<std::vector<double>, terms> total;
-    for (int t = 0; t < terms; ++t) total[t].assign(channels_, 0.0);
+    std::array<std::vector<double>, 2> total;
+    for (int t = 0; t < 2; ++t) total[t].assign(channels_, 0.0);
     for (std::int64_t b = 0; b < blocks; ++b)
       for (std::int64_t n = 0; n < n_batch; ++n)
-        for (int t = 0; t < terms; ++t)
-          for (int k = 0; k < 16; ++k) total[t][b * 16 + k] += partials_[(b * n_batch + n) * terms + t][k];
+        for (int t = 0; t < 2; ++t)
+          for (int k = 0; k < 16; ++k) total[t][b * 16 + k] += partials_[(b * n_batch + n) * 2 + t][k];
     return total;
   }
 
@@ -250,68 +294,101 @@ class BatchNorm final : public Layer {
       }
   }
 
+  // Training: the statistics in one pass, as sums of x - K and (x - K)²
+  // with K the channel's first value (a shift inside the data keeps the
+  // difference of the two sums accurate, where sums of x and x² would cancel
+  // when |mean| >> std), then one normalizing pass. x̂ is not stored:
+  // backward recomputes it from x, which the network keeps anyway.
   void forward_blocked(const Tensor& x, Tensor& y, bool training) {
-    const std::int64_t n_batch = x.dim(0);
-    const double count = static_cast<double>(n_batch * spatial_);
+    const std::int64_t n_batch = x.dim(0), S = spatial_;
+    const double count = static_cast<double>(n_batch * S);
     const float* xp = x.data_any_layout<float>();
     const float* g = scale_.value.data<float>();
     const float* b = offset_.value.data<float>();
     float* rm = running_mean_.data<float>();
     float* rv = running_var_.data<float>();
-    std::vector<double> mean(channels_), inv(channels_);
+    mean_.assign(channels_, 0.0);
     if (training) {
-      // Two passes as in the plain layout: the mean, then squared deviations.
-      mean = blocked_sums<1>(n_batch, [&](std::int64_t i, std::int64_t) { return std::array<double, 1>{xp[i]}; })[0];
-      for (auto& m : mean) m /= count;
-      const auto sq = blocked_sums<1>(n_batch, [&](std::int64_t i, std::int64_t c) {
-        const double d = xp[i] - mean[c];
-        return std::array<double, 1>{d * d};
-      })[0];
+      std::vector<float> shift(channels_);
+      for (std::int64_t c = 0; c < channels_; ++c) shift[c] = xp[(c / 16) * S * 16 + c % 16];  // sample 0, position 0
+      const float* k = shift.data();
+      const auto sums = blocked_sums(n_batch, [&](std::int64_t i, std::int64_t c, float& d, float& d2) {
+        d = xp[i] - k[c];
+        d2 = d * d;
+      });
       for (std::int64_t c = 0; c < channels_; ++c) {
-        const double var = sq[c] / count;
-        inv[c] = 1.0 / std::sqrt(var + epsilon_);
-        rm[c] = static_cast<float>((1 - momentum_) * rm[c] + momentum_ * mean[c]);
+        const double d_mean = sums[0][c] / count;
+        const double var = std::max(0.0, sums[1][c] / count - d_mean * d_mean);  // biased: what normalizes the batch
+        mean_[c] = shift[c] + d_mean;
+        inv_std_[c] = 1.0 / std::sqrt(var + epsilon_);
+        rm[c] = static_cast<float>((1 - momentum_) * rm[c] + momentum_ * mean_[c]);
         rv[c] = static_cast<float>((1 - momentum_) * rv[c] + momentum_ * var * count / (count - 1));
       }
     } else {
       for (std::int64_t c = 0; c < channels_; ++c) {
-        mean[c] = rm[c];
-        inv[c] = 1.0 / std::sqrt(static_cast<double>(rv[c]) + epsilon_);
+        mean_[c] = rm[c];
+        inv_std_[c] = 1.0 / std::sqrt(static_cast<double>(rv[c]) + epsilon_);
       }
     }
-    inv_std_ = inv;
+    x_ = x;
+    // x̂ in float32 from float32 mean and 1/std, as backward recomputes it.
+    mean_f_.assign(mean_.begin(), mean_.end());
+    inv_f_.assign(inv_std_.begin(), inv_std_.end());
     float* yp = y.data_any_layout<float>();
-    float* xh = xhat_.data_any_layout<float>();
+    const float* mean = mean_f_.data();
+    const float* inv = inv_f_.data();
+    if (relu_)
+      blocked_each(n_batch, [&](std::int64_t i, int, std::int64_t c) {
+        yp[i] = std::max(0.0f, g[c] * ((xp[i] - mean[c]) * inv[c]) + b[c]);
+      });
+    else
+      blocked_each(n_batch, [&](std::int64_t i, int, std::int64_t c) {
+        yp[i] = g[c] * ((xp[i] - mean[c]) * inv[c]) + b[c];
+      });
+  }
+
+  template <bool relu>
+  void backward_blocked_impl(const Tensor& dy, Tensor& dx) {
+    const std::int64_t n_batch = dy.dim(0);
+    const double count = static_cast<double>(n_batch * spatial_);
+    const float* dyp = dy.data_any_layout<float>();
+    const float* xp = x_.data_any_layout<float>();
+    const float* g = scale_.value.data<float>();
+    const float* b = offset_.value.data<float>();
+    float* dg = scale_.grad.data<float>();
+    float* db = offset_.grad.data<float>();
+    const float* mean = mean_f_.data();
+    const float* inv = inv_f_.data();
+    // x̂ and dL/d(batch norm's output) at element i of channel c: dy, or 0
+    // where the fused ReLU cut (the sign of forward's output, recomputed).
+    const auto sums = blocked_sums(n_batch, [&](std::int64_t i, std::int64_t c, float& d, float& d_xh) {
+      const float h = (xp[i] - mean[c]) * inv[c];
+      const float dy_i = dyp[i];  // read unconditionally: a select, not a branch
+      d = relu && g[c] * h + b[c] <= 0.0f ? 0.0f : dy_i;
+      d_xh = d * h;
+    });
+    std::vector<float> k(channels_), mean_dy(channels_), mean_dy_xh(channels_);
+    for (std::int64_t c = 0; c < channels_; ++c) {
+      db[c] = static_cast<float>(sums[0][c]);
+      dg[c] = static_cast<float>(sums[1][c]);
+      k[c] = static_cast<float>(g[c] * inv_std_[c]);
+      mean_dy[c] = static_cast<float>(batch_stats_ ? sums[0][c] / count : 0.0);
+      mean_dy_xh[c] = static_cast<float>(batch_stats_ ? sums[1][c] / count : 0.0);
+    }
+    float* dxp = dx.data_any_layout<float>();
     blocked_each(n_batch, [&](std::int64_t i, int, std::int64_t c) {
-      const float h = static_cast<float>((xp[i] - mean[c]) * inv[c]);
-      xh[i] = h;
-      yp[i] = g[c] * h + b[c];
+      const float h = (xp[i] - mean[c]) * inv[c];
+      const float dy_i = dyp[i];  // read unconditionally: a select, not a branch
+      const float d = relu && g[c] * h + b[c] <= 0.0f ? 0.0f : dy_i;
+      dxp[i] = k[c] * (d - mean_dy[c] - h * mean_dy_xh[c]);
     });
   }
 
   void backward_blocked(const Tensor& dy, Tensor& dx) {
-    const std::int64_t n_batch = dy.dim(0);
-    const double count = static_cast<double>(n_batch * spatial_);
-    const float* dyp = dy.data_any_layout<float>();
-    const float* xh = xhat_.data_any_layout<float>();
-    const float* g = scale_.value.data<float>();
-    float* dg = scale_.grad.data<float>();
-    float* db = offset_.grad.data<float>();
-    const auto sums = blocked_sums<2>(n_batch, [&](std::int64_t i, std::int64_t) {
-      return std::array<double, 2>{static_cast<double>(dyp[i]), static_cast<double>(dyp[i]) * xh[i]};
-    });
-    std::vector<double> k(channels_), mean_dy(channels_), mean_dy_xh(channels_);
-    for (std::int64_t c = 0; c < channels_; ++c) {
-      db[c] = static_cast<float>(sums[0][c]);
-      dg[c] = static_cast<float>(sums[1][c]);
-      k[c] = g[c] * inv_std_[c];
-      mean_dy[c] = batch_stats_ ? sums[0][c] / count : 0.0;
-      mean_dy_xh[c] = batch_stats_ ? sums[1][c] / count : 0.0;
-    }
-    float* dxp = dx.data_any_layout<float>();
-    blocked_each(n_batch, [&](std::int64_t i, int, std::int64_t c) {
-      dxp[i] = static_cast<float>(k[c] * (dyp[i] - mean_dy[c] - xh[i] * mean_dy_xh[c]));
-    });
+    if (relu_)
+      backward_blocked_impl<true>(dy, dx);
+    else
+      backward_blocked_impl<false>(dy, dx);
   }
 
   std::string who_;
@@ -321,9 +398,16 @@ class BatchNorm final : public Layer {
   Param scale_, offset_;
   Tensor running_mean_, running_var_;
   // Of the last forward, for backward: normalized input (N, C, S), 1/sqrt(var+eps) per channel.
-  Tensor xhat_;
+  Tensor xhat_;                 // plain layout: x̂ of the last forward
+  Tensor x_;                    // blocked layout: the last forward's x (x̂ is recomputed from it)
+  std::vector<double> mean_;    // blocked layout: the mean the last forward used
+  std::vector<float> mean_f_, inv_f_;  // blocked layout: mean and 1/std as x̂ is computed from them
+  Tensor relu_out_;             // plain layout with a fused ReLU: the last output (its mask)
+  Shape last_shape_;
+  Layout last_layout_ = Layout::plain;
   std::vector<double> inv_std_;
   bool batch_stats_ = false;
+  bool relu_ = false;           // applies the ReLU after it (fuse_relu)
   std::vector<Lanes> partials_;  // blocked_sums' per-item sums
 };
 }  // namespace

@@ -62,6 +62,10 @@ class Layer {
   // layout of the y it returned. Network converts a blocked input to plain
   // for a layer that does not take one.
   virtual bool takes_blocked_input() const { return false; }
+  // Network offers a layer the ReLU that is the only reader of its output;
+  // a layer that accepts applies it itself from then on (forward returns
+  // relu(y), backward gets dL/d relu(y)) and Network skips the ReLU.
+  virtual bool fuse_relu() { return false; }
   // Network lets layers return blocked outputs (conv2d's oneDNN path); a
   // layer used on its own returns plain ones (layers that take a blocked
   // input keep its layout).

@@ -118,6 +118,15 @@ Network::Network(NetworkSpec spec, DType dtype, std::uint64_t seed) : spec_(std:
   // dL/d(network input) is never used: layers reading it may skip it.
   for (auto& node : nodes_)
     if (node.layer && node.input < 0) node.layer->set_input_grad_needed(false);
+  // A relu whose input only it reads is applied by that layer if it can
+  // (batch norm does, in its own passes over the activations).
+  for (std::size_t j = 0; j < nodes_.size(); ++j) {
+    const int i = nodes_[j].input;
+    if (nodes_[j].kind != "relu" || i < 0 || !nodes_[i].layer) continue;
+    int readers = 0;
+    for (const auto& n : nodes_) readers += (n.input == i) + (n.add_from == i);
+    if (readers == 1 && nodes_[i].layer->fuse_relu()) nodes_[j].applied_by_input = true;
+  }
   // Blocked activations may flow between layers: forward_logits converts
   // where a layer reads only plain ones.
   for (auto& node : nodes_)
@@ -135,7 +144,9 @@ Tensor Network::forward_logits(const Tensor& x, bool training) {
   for (std::size_t i = 0; i + 1 < nodes_.size(); ++i) {
     Node& node = nodes_[i];
     const Tensor& in = node.input < 0 ? x : outputs_[node.input];
-    if (!node.layer)
+    if (node.applied_by_input)
+      outputs_[i] = in;
+    else if (!node.layer)
       outputs_[i] = add_tensors(in, outputs_[node.add_from]);
     else if (in.blocked() && !node.layer->takes_blocked_input())
       outputs_[i] = node.layer->forward(in.plain(), training);
@@ -163,6 +174,10 @@ void Network::backward(const Tensor& dlogits, const GradientsReady& on_ready) {
     // dL/dy in the layout of y (a consumer that read a converted copy returned its own).
     Tensor g = grads[i].in_layout(output_layouts_[i]);
     grads[i] = Tensor();
+    if (node.applied_by_input) {  // the layer before applied this relu: it takes dy as it is
+      grads[node.input] = std::move(g);
+      continue;
+    }
     if (!node.layer) {  // y = in + out[from]: both get dy
       if (node.input >= 0) accumulate(grads[node.input], g);
       accumulate(grads[node.add_from], g);

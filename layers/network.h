@@ -74,6 +74,7 @@ class Network {
     int input = -1;                 // node whose output this one takes (-1: the network input)
     int add_from = -1;              // for add: node whose output is added
     Shape output_shape;
+    bool applied_by_input = false;  // a relu the layer before it applies (Layer::fuse_relu)
   };
   const std::vector<Node>& nodes() const { return nodes_; }
   // The layout of each node's output in the last forward (Layout in

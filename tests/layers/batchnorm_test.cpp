@@ -172,14 +172,15 @@ TEST(BatchNorm, Float32MatchesFloat64) {
 
 // Layout::channels16 (what conv2d's oneDNN path hands on inside a Network):
 // the same results as the plain layout, y and dx in the input's layout, and
-// sums whose order depends on the shape only, not on the thread count.
+// sums whose order depends on the shape only, not on the thread count; with
+// and without the ReLU that Network fuses into batch norm.
 TEST(BatchNorm, Channels16MatchesPlainAndIgnoresThreadCount) {
   const Shape shape{6, 32, 5, 3};
   Rng rng(11);
   const Tensor x = random_tensor(shape, rng, DType::f32, 2.0);
   const Tensor dy = random_tensor(shape, rng, DType::f32);
-  for (bool training : {true, false}) {
-    SCOPED_TRACE(training ? "training" : "inference");
+  for (auto [training, relu] : {std::pair{true, false}, {false, false}, {true, true}, {false, true}}) {
+    SCOPED_TRACE(std::string(training ? "training" : "inference") + (relu ? ", fused relu" : ""));
     struct Result {
       Tensor y, dx, dscale, doffset, running_var;
     };
@@ -188,6 +189,7 @@ TEST(BatchNorm, Channels16MatchesPlainAndIgnoresThreadCount) {
       auto bn = build_layer("batchnorm", {32, 5, 3}, DType::f32);
       randomize_state(*bn, init);
       EXPECT_EQ(bn->takes_blocked_input(), true);
+      if (relu) EXPECT_TRUE(bn->fuse_relu());
       const int before = cpu_threads();
       set_cpu_threads(threads);
       Tensor y = bn->forward(x.in_layout(layout), training);
@@ -206,6 +208,14 @@ TEST(BatchNorm, Channels16MatchesPlainAndIgnoresThreadCount) {
     testing::expect_close(one.dscale.to(DType::f64), plain.dscale.to(DType::f64), 1e-5, "dscale");
     testing::expect_close(one.doffset.to(DType::f64), plain.doffset.to(DType::f64), 1e-5, "doffset");
     testing::expect_close(one.running_var.to(DType::f64), plain.running_var.to(DType::f64), 1e-6, "running_var");
+    if (relu) {  // the ReLU was applied, and where it cut, no gradient passed
+      std::int64_t cut = 0;
+      for (std::int64_t i = 0; i < plain.y.numel(); ++i) {
+        ASSERT_GE(one.y.at(i), 0.0) << i;
+        cut += plain.y.at(i) == 0.0;
+      }
+      EXPECT_GT(cut, plain.y.numel() / 5);
+    }
     for (auto [a, b] : {std::pair{&one.y, &two.y}, {&one.dx, &two.dx}, {&one.dscale, &two.dscale}})
       EXPECT_EQ(std::memcmp(a->raw(), b->raw(), a->bytes()), 0) << "1 and 2 threads differ";
   }

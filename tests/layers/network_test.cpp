@@ -229,6 +229,8 @@ TEST(Network, BlockedActivationsMatchThePlainPath) {
     setenv("DLSCALE_ONEDNN", onednn, 1);
     Network net(spec, DType::f32, 9);
     unsetenv("DLSCALE_ONEDNN");
+    for (int i : {2, 5, 12}) EXPECT_TRUE(net.nodes()[i].applied_by_input) << i;
+    EXPECT_FALSE(net.nodes()[9].applied_by_input);
     Result r;
     r.logits = net.forward_logits(x, true).clone();
     r.layouts = net.output_layouts();
@@ -244,12 +246,45 @@ TEST(Network, BlockedActivationsMatchThePlainPath) {
   if (blocked.layouts[0] == Layout::plain)
     GTEST_SKIP() << "oneDNN chose no 16-channel blocked layout on this CPU (no AVX-512): nothing to compare";
   // conv, batchnorm, relu, the add and the strided conv's chain stay blocked.
+  // The relus after batch norms are applied by them; the one after the add is not.
   for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) EXPECT_EQ(blocked.layouts[i], Layout::channels16) << i;
   EXPECT_EQ(blocked.layouts[13], Layout::plain);  // globalavgpool reads plain
   testing::expect_close(blocked.logits, plain.logits, 1e-4, "logits");
   ASSERT_EQ(blocked.grads.size(), plain.grads.size());
   for (std::size_t i = 0; i < plain.grads.size(); ++i)
     testing::expect_close(blocked.grads[i], plain.grads[i], 1e-4, "param grad " + std::to_string(i));
+}
+
+// A relu that alone reads a batch norm's output is applied by the batch norm
+// (Layer::fuse_relu); one whose input has other readers is not. Float64
+// gradients through the fused pair against central differences.
+TEST(Network, BatchNormAppliesTheReluAfterIt) {
+  NetworkSpec spec;
+  spec.input_shape = {2, 5, 5};
+  spec.layer_lines = {"conv2d filters=3 kernel=3 padding=same",
+                      "batchnorm",
+                      "relu name=r1",
+                      "conv2d filters=3 kernel=3 padding=same",
+                      "batchnorm name=bn2",
+                      "relu",
+                      "add from=bn2",
+                      "globalavgpool",
+                      "dense units=3",
+                      "softmax"};
+  Network net(spec, DType::f64, 5);
+  EXPECT_TRUE(net.nodes()[2].applied_by_input);
+  EXPECT_FALSE(net.nodes()[5].applied_by_input);  // bn2 is also read by the add
+  Rng rng(2);
+  Tensor x = testing::random_tensor({4, 2, 5, 5}, rng);
+  std::vector<std::int32_t> labels = {0, 2, 1, 2};
+  Tensor dlogits;
+  auto loss = [&]() {
+    Tensor scratch;
+    return softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 4.0, scratch).loss_sum / 4.0;
+  };
+  softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 4.0, dlogits);
+  net.backward(dlogits);
+  testing::check_param_gradients(net.params(), loss, 1e-6, 1e-5, "network");
 }
 
 TEST(Network, SpecErrorsNameTheProblem) {
