@@ -307,7 +307,7 @@ class BatchNorm final : public Layer {
     const float* b = offset_.value.data<float>();
     float* rm = running_mean_.data<float>();
     float* rv = running_var_.data<float>();
-    mean_.assign(channels_, 0.0);
+    std::vector<double> batch_mean(channels_);  // or the running mean in inference
     if (training) {
       std::vector<float> shift(channels_);
       for (std::int64_t c = 0; c < channels_; ++c) shift[c] = xp[(c / 16) * S * 16 + c % 16];  // sample 0, position 0
@@ -319,20 +319,20 @@ class BatchNorm final : public Layer {
       for (std::int64_t c = 0; c < channels_; ++c) {
         const double d_mean = sums[0][c] / count;
         const double var = std::max(0.0, sums[1][c] / count - d_mean * d_mean);  // biased: what normalizes the batch
-        mean_[c] = shift[c] + d_mean;
+        batch_mean[c] = shift[c] + d_mean;
         inv_std_[c] = 1.0 / std::sqrt(var + epsilon_);
-        rm[c] = static_cast<float>((1 - momentum_) * rm[c] + momentum_ * mean_[c]);
+        rm[c] = static_cast<float>((1 - momentum_) * rm[c] + momentum_ * batch_mean[c]);
         rv[c] = static_cast<float>((1 - momentum_) * rv[c] + momentum_ * var * count / (count - 1));
       }
     } else {
       for (std::int64_t c = 0; c < channels_; ++c) {
-        mean_[c] = rm[c];
+        batch_mean[c] = rm[c];
         inv_std_[c] = 1.0 / std::sqrt(static_cast<double>(rv[c]) + epsilon_);
       }
     }
     x_ = x;
     // x̂ in float32 from float32 mean and 1/std, as backward recomputes it.
-    mean_f_.assign(mean_.begin(), mean_.end());
+    mean_f_.assign(batch_mean.begin(), batch_mean.end());
     inv_f_.assign(inv_std_.begin(), inv_std_.end());
     float* yp = y.data_any_layout<float>();
     const float* mean = mean_f_.data();
@@ -400,7 +400,6 @@ class BatchNorm final : public Layer {
   // Of the last forward, for backward: normalized input (N, C, S), 1/sqrt(var+eps) per channel.
   Tensor xhat_;                 // plain layout: x̂ of the last forward
   Tensor x_;                    // blocked layout: the last forward's x (x̂ is recomputed from it)
-  std::vector<double> mean_;    // blocked layout: the mean the last forward used
   std::vector<float> mean_f_, inv_f_;  // blocked layout: mean and 1/std as x̂ is computed from them
   Tensor relu_out_;             // plain layout with a fused ReLU: the last output (its mask)
   Shape last_shape_;
