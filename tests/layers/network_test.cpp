@@ -11,6 +11,14 @@
 namespace dlscale {
 namespace {
 
+// Mean fused softmax cross-entropy of a training-mode forward over the
+// labels; dlogits receives its gradient. The gradient checks call it as their
+// loss (with a scratch dlogits) and once for backward's input.
+double mean_loss(Network& net, const Tensor& x, const std::vector<std::int32_t>& labels, Tensor& dlogits) {
+  const double count = static_cast<double>(labels.size());
+  return softmax_cross_entropy(net.forward_logits(x, true), labels.data(), count, dlogits).loss_sum / count;
+}
+
 NetworkSpec residual_spec() {
   NetworkSpec spec;
   spec.input_shape = {2, 5, 5};
@@ -82,9 +90,9 @@ TEST(Network, ResidualGradientsMatchFiniteDifferences) {
   Tensor dlogits;
   auto loss = [&]() {
     Tensor scratch;
-    return softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 3.0, scratch).loss_sum / 3.0;
+    return mean_loss(net, x, labels, scratch);
   };
-  softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 3.0, dlogits);
+  mean_loss(net, x, labels, dlogits);
   net.backward(dlogits);
   testing::check_param_gradients(net.params(), loss, 1e-6, 1e-6, "network");
 }
@@ -115,9 +123,9 @@ TEST(Network, ProjectionShortcutGradientsMatchFiniteDifferences) {
   Tensor dlogits;
   auto loss = [&]() {
     Tensor scratch;
-    return softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 4.0, scratch).loss_sum / 4.0;
+    return mean_loss(net, x, labels, scratch);
   };
-  softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 4.0, dlogits);
+  mean_loss(net, x, labels, dlogits);
   std::vector<const Param*> order;
   net.backward(dlogits, [&](const std::vector<Param*>& ready) { order.insert(order.end(), ready.begin(), ready.end()); });
   testing::check_param_gradients(net.params(), loss, 1e-6, 1e-6, "network");
@@ -170,7 +178,7 @@ TEST(Network, TransformerBlockGradientsMatchFiniteDifferences) {
   Tensor dlogits;
   auto loss = [&]() {
     Tensor scratch;
-    return softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 12.0, scratch).loss_sum / 12.0;
+    return mean_loss(net, x, labels, scratch);
   };
   Tensor logits = net.forward_logits(x, true);
   ASSERT_EQ(logits.shape(), (Shape{3, 4, 6}));
@@ -280,9 +288,9 @@ TEST(Network, BatchNormAppliesTheReluAfterIt) {
   Tensor dlogits;
   auto loss = [&]() {
     Tensor scratch;
-    return softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 4.0, scratch).loss_sum / 4.0;
+    return mean_loss(net, x, labels, scratch);
   };
-  softmax_cross_entropy(net.forward_logits(x, true), labels.data(), 4.0, dlogits);
+  mean_loss(net, x, labels, dlogits);
   net.backward(dlogits);
   testing::check_param_gradients(net.params(), loss, 1e-6, 1e-5, "network");
 }
