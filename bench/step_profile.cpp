@@ -83,7 +83,8 @@ std::string read_solver(const std::string& path) {
 }
 
 // The layers Network::backward reports, in its order (it skips add joins, the
-// final softmax, and a first layer without params): names and params.
+// final softmax, a relu that the layer before applies (fused into batch
+// norm), and a first layer without params): names and params.
 struct BackwardLayer {
   std::string name;
   std::vector<Param*> params;
@@ -94,7 +95,7 @@ std::vector<BackwardLayer> backward_layers(Network& net) {
   std::vector<BackwardLayer> out;
   const auto& nodes = net.nodes();
   for (int i = static_cast<int>(nodes.size()) - 2; i >= 0; --i) {
-    if (!nodes[i].layer) continue;
+    if (!nodes[i].layer || nodes[i].applied_by_input) continue;
     if (i == 0 && nodes[i].layer->params().empty()) break;
     BackwardLayer l{std::to_string(i + 1) + " " + nodes[i].kind + " (" + nodes[i].name + ")",
                     nodes[i].layer->params(), 0};

@@ -41,3 +41,13 @@ grep -q '^largest prediction error: ' model.txt
 echo '{}' > bad.json
 if "$model" measured bad.json 2> err.txt; then echo "a bad profile was accepted" >&2; exit 1; fi
 grep -q 'bad.json' err.txt || { cat err.txt >&2; exit 1; }
+# The example CNN: its batch-norm layers apply the relu after them (fused), so
+# backward reports neither relu; the profile lists the layers it does report.
+mpirun -n 2 --oversubscribe --bind-to none "$profile" "$src/examples/fashion-mnist/cnn.ini" --batch 8 --reps 2 \
+  --buckets 25 --max-allreduce-mib 0.0625 --output cnn.json > cnn-out.txt
+/usr/bin/python3 - <<'PY'
+import json
+names = [l["name"].split()[1] for l in json.load(open("cnn.json"))["layers"]]
+assert names == ["dense", "dropout", "relu", "dense", "maxpool", "batchnorm", "conv2d",
+                 "maxpool", "batchnorm", "conv2d"], names
+PY
