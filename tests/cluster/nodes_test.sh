@@ -40,6 +40,13 @@ if on_node node1 env OMPI_MCA_btl=self,vader srun --mpi=pmix --nodes=2 --ntasks-
   fail "ranks on two nodes connected without TCP: the nodes share memory or a network"
 fi
 
+# The nodes share this machine's cores: an mpirun over 2 nodes leaves its ranks
+# free to run on any core (Open MPI's per-node default bound both to core 0).
+on_node node1 mpirun -n 2 --host node1,node2 sh -c 'grep Cpus_allowed_list /proc/self/status' >cpus.txt 2>&1 ||
+  fail "a 2-node mpirun failed: $(cat cpus.txt)"
+want=$(grep Cpus_allowed_list /proc/self/status)
+[ "$(grep -c -x "$want" cpus.txt)" -eq 2 ] || fail "mpirun bound the nodes' ranks to fewer cores than the nodes have ($want): $(cat cpus.txt)"
+
 # start again: idempotent, the running daemons keep their pids.
 before=$("$cluster_script" status "$cluster")
 "$cluster_script" start --nodes "$n" "$cluster" >/dev/null
