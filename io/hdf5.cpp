@@ -119,19 +119,29 @@ bool read_at(std::ifstream& in, std::uint64_t file_size, std::uint64_t base, std
   return static_cast<std::size_t>(in.gcount()) == n;
 }
 
-// libhdf5 1.10 builds a local heap's free list by following each free
-// block's "next" offset and allocating 32 bytes per step, without noticing
-// a loop: on a damaged heap it allocates until memory runs out (found by
-// tests/fuzz/fuzz_shard: 35 million allocations, then the 2 GiB limit).
-// Following the list here costs one small read per free block; a block seen
-// twice is the loop. Values HDF5 refuses itself (an offset past the data
-// segment, a segment outside the file) are left to it.
-void check_heap_free_list(std::ifstream& in, const std::string& path, std::uint64_t file_size, std::uint64_t base,
-                          std::uint64_t heap, int o, int l) {
+// Two libhdf5 1.10 bugs in reading a local heap (both found by
+// tests/fuzz/fuzz_shard):
+// - it adds the data segment's size to addresses without checking for
+//   overflow, so a size near 2^64 passes its end-of-file checks and ends in
+//   a memcpy of a negative size, or in a failed allocation that leaves the
+//   metadata accumulator's buffer null and a later read copying from it. A
+//   segment that does not lie wholly inside the file is refused here;
+// - it builds the free list by following each free block's "next" offset
+//   and allocating 32 bytes per step, without noticing a loop: on a damaged
+//   heap it allocates until memory runs out (35 million allocations, then
+//   the 2 GiB limit). Following the list here costs one small read per free
+//   block; a block seen twice is the loop. An offset past the data segment
+//   is left to HDF5, which refuses it.
+void check_local_heap(std::ifstream& in, const std::string& path, std::uint64_t file_size, std::uint64_t base,
+                      std::uint64_t heap, int o, int l) {
   constexpr std::uint64_t kNone = 1;  // H5HL_FREE_NULL: the end of the list
   unsigned char header[8 + 2 * 8 + 8];
   if (!read_at(in, file_size, base, heap, header, 8 + 2 * l + o)) return;
   const std::uint64_t data_size = read_le(header + 8, l), data = read_le(header + 8 + 2 * l, o);
+  const std::uint64_t in_file = file_size - base;  // read_at above succeeded, so base < file_size
+  if (data_size > in_file || data > in_file - data_size)
+    fail("cannot open " + path + ": it is damaged (its root group's name heap has a data segment of " +
+         std::to_string(data_size) + " bytes at " + std::to_string(data) + ", outside the file)");
   std::set<std::uint64_t> seen;
   for (std::uint64_t next = read_le(header + 8 + l, l); next != kNone && next < data_size;) {
     if (!seen.insert(next).second)
@@ -172,7 +182,8 @@ std::optional<SymbolTable> header_symbol_table(std::ifstream& in, std::uint64_t 
 // default), and, with that cache switched off, through the root group's
 // object header. So before HDF5 walks the root group, both are checked:
 // the B-tree and local heap must lie inside the file and begin with their
-// signatures, and the heap's free list must end. Other layouts are left to
+// signatures, and the heap's data segment must lie inside the file and its
+// free list must end. Other layouts are left to
 // HDF5. Dataset shards are checked against their CRC-32 before this
 // (io/dataset.cpp); these checks keep the other files (models, checkpoints)
 // and shards written with a damaged layout away from the same libhdf5 bugs.
@@ -201,7 +212,7 @@ void check_root_group_tables(const std::string& path) {
     };
     expect(table.btree, "TREE", "B-tree");
     expect(table.heap, "HEAP", "name heap");
-    check_heap_free_list(in, path, size, base, table.heap, o, l);
+    check_local_heap(in, path, size, base, table.heap, o, l);
   };
   if (read_le(sb + cache_type, 4) == 1)
     check({read_le(sb + scratch, o), read_le(sb + scratch + o, o)}, "the superblock");

@@ -97,6 +97,37 @@ TEST(DatasetErrors, ShapeAndTypeMismatchNameTheShard) {
   EXPECT_ERROR_CONTAINS(open_dataset(dir), "shard-00000.h5: /samples is not float32");
 }
 
+// Replaces shard-00000.h5's /labels by 6 labels of `type`.
+void rewrite_labels(const std::string& shard, hid_t type) {
+  auto lock = hdf5_lock();
+  H5Id file(H5Fopen(shard.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+  ASSERT_TRUE(file);
+  ASSERT_GE(H5Ldelete(file.get(), "labels", H5P_DEFAULT), 0);
+  hsize_t count = 6;
+  H5Id space(H5Screate_simple(1, &count, nullptr));
+  H5Id set(H5Dcreate2(file.get(), "labels", type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  ASSERT_TRUE(set);
+}
+
+// A label type libhdf5 would convert from at its stored width: a 442 MB
+// wide integer made it allocate 1.7 GB for 4 labels (tests/fuzz
+// regressions/fuzz_shard/hdf5-oom-labels-type-442mb-wide.bin).
+TEST(DatasetErrors, LabelsOfAWrongOrOverWideTypeNameTheShard) {
+  TempDir tmp;
+  std::string dir = good_dataset(tmp);
+  H5Id wide(H5Tcopy(H5T_STD_I32LE));
+  ASSERT_GE(H5Tset_size(wide.get(), 16), 0);
+  for (hid_t type : {wide.get(), H5T_IEEE_F32LE}) {
+    rewrite_labels(dir + "/shard-00000.h5", type);
+    refresh_checksums(dir);
+    EXPECT_ERROR_CONTAINS(open_dataset(dir),
+                          "shard-00000.h5: /labels must hold integers of at most 8 bytes (dlscale writes int32)");
+  }
+  rewrite_labels(dir + "/shard-00000.h5", H5T_STD_I64LE);  // wider than int32 but sound: read as before
+  refresh_checksums(dir);
+  EXPECT_NO_THROW(open_dataset(dir));
+}
+
 TEST(DatasetErrors, IndexPointingOutsideTheFolder) {
   TempDir tmp;
   std::string dir = good_dataset(tmp);

@@ -145,6 +145,35 @@ TEST(Hdf5, RootHeapFreeListThatLoopsIsRefused) {
   }
 }
 
+// libhdf5 1.10 adds a local heap's data segment size to addresses without
+// checking for overflow: a size near 2^64 ended in a memcpy of a negative
+// size, an address of 2^64-1 in a copy from a null buffer (tests/fuzz
+// regressions/fuzz_shard/hdf5-crash-heap-*.bin). A root group heap whose
+// data segment does not lie inside the file is refused first.
+TEST(Hdf5, RootHeapDataSegmentOutsideTheFileIsRefused) {
+  TempDir tmp;
+  std::string path = tmp / "t.h5";
+  {
+    H5Id file = create_h5(path);
+    write_tensor(file.get(), "x", Tensor({3}, DType::f32));
+  }
+  const std::string bytes = test::read_text(path);
+  const std::size_t heap = bytes.find("HEAP");
+  ASSERT_NE(heap, std::string::npos);
+  auto put = [](std::string& s, std::size_t at, std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) s[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  // Header: signature, version, 3 reserved; data size, free-list head, data address (8 bytes each here).
+  const std::uint64_t wraps = ~std::uint64_t{0} - 31;  // plus the 32-byte header: 0
+  for (auto [field, value] : {std::pair<int, std::uint64_t>{8, wraps}, {8, bytes.size()}, {24, bytes.size() - 4}, {24, ~std::uint64_t{0}}}) {
+    SCOPED_TRACE(std::to_string(field) + ": " + std::to_string(value));
+    std::string damaged = bytes;
+    put(damaged, heap + field, value);
+    test::write_text(path, damaged);
+    EXPECT_ERROR_CONTAINS(open_h5_read(path), path + ": it is damaged (its root group's name heap has a data segment of");
+  }
+}
+
 TEST(Hdf5, WriteErrorsNameTheFile) {
   TempDir tmp;
   { H5Id file = create_h5(tmp / "ro.h5"); }
