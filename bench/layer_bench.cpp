@@ -1,6 +1,6 @@
-// Per-layer profile of a network's training step: each layer of a config
-// built alone (as Network builds it) and timed forward and backward on
-// random data of the batch size, median of the repetitions, in wall time and
+// Per-layer profile of a network's training step: each layer of the Network
+// a config builds (plain stacks, ResNets, transformers), timed alone forward
+// and backward on random data of the batch size, median of the repetitions, in wall time and
 // in CPU time of the process (all threads; on a machine shared with other
 // work the CPU time of a 1-thread run is the steadier figure). Says where a
 // step's time goes, for docs/benchmarks.md; bench/run.sh does not need it.
@@ -9,6 +9,7 @@
 
 #include <time.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "bench_common.h"
@@ -32,44 +33,62 @@ Tensor random_tensor(const Shape& shape, Rng& rng) {
   return t;
 }
 
+// Random input for `node`: its input node's output, or the network's input
+// (token ids below the vocabulary for an embedding). Plain, where the
+// network may hand a convolution's blocked output on: a layer that takes
+// that layout times a reorder here that it skips in a training step.
+Tensor node_input(const Network& net, const Network::Node& node, std::int64_t batch, Rng& rng) {
+  Shape xs{batch};
+  const Shape& per_sample = node.input < 0 ? net.spec().input_shape : net.nodes()[node.input].output_shape;
+  xs.insert(xs.end(), per_sample.begin(), per_sample.end());
+  Tensor x = random_tensor(xs, rng);
+  if (node.kind == "embedding") {
+    float* p = x.data<float>();
+    const auto vocab = static_cast<double>(net.num_classes());
+    for (std::int64_t i = 0; i < x.numel(); ++i) p[i] = static_cast<float>(std::floor((p[i] + 0.5) * vocab));
+  }
+  return x;
+}
+
 int run(int argc, char** argv) {
   if (argc < 2) fail("usage: layer_bench CONFIG.ini [batch] [threads] [repetitions]");
-  const NetworkSpec spec = read_spec(argv[1]);
   const std::int64_t batch = argc > 2 ? std::stoll(argv[2]) : 128;
   set_cpu_threads(argc > 3 ? std::stoi(argv[3]) : 2);
   const int reps = argc > 4 ? std::stoi(argv[4]) : 20;
+  // The layers as Network builds them: graph inputs (input=, add), the first
+  // layer's input gradient skipped, a relu that the layer before applies
+  // (fused) timed inside that layer.
+  Network net(read_spec(argv[1]), DType::f32, 1);
   Rng rng(1);
-  Shape shape = spec.input_shape;
   double total[4] = {};
   std::printf("%-44s %10s %10s %10s %10s\n", "layer", "fwd ms", "bwd ms", "fwd cpu", "bwd cpu");
-  for (std::size_t i = 0; i + 1 < spec.layer_lines.size(); ++i) {
-    auto line = LayerSpec::parse(spec.layer_lines[i], spec.source);
-    auto layer = make_layer(line, LayerContext{shape, DType::f32, &rng, static_cast<int>(i)});
-    if (i == 0) layer->set_input_grad_needed(false);
-    Shape xs{batch};
-    xs.insert(xs.end(), shape.begin(), shape.end());
-    Tensor x = random_tensor(xs, rng);
-    Tensor y = layer->forward(x, true);
-    Tensor dy = random_tensor(y.shape(), rng);
-    layer->backward(dy);
+  for (std::size_t i = 0; i + 1 < net.nodes().size(); ++i) {
+    const Network::Node& node = net.nodes()[i];
+    const std::string label = std::to_string(i + 1) + " " + net.spec().layer_lines[i];
+    if (!node.layer || node.applied_by_input) {
+      std::printf("%-44s %10s\n", label.c_str(), node.layer ? "(fused into the layer before)" : "(an elementwise sum)");
+      continue;
+    }
+    Tensor x = node_input(net, node, batch, rng);
+    Tensor y = node.layer->forward(x, true);
+    const Tensor dy = random_tensor(y.shape(), rng).in_layout(y.layout());  // as Network hands dL/dy on
+    node.layer->backward(dy);
     std::vector<double> t[4];  // forward, backward wall; forward, backward CPU
     for (int r = 0; r < reps; ++r) {
       auto t0 = Clock::now();
       double c0 = cpu_seconds();
-      y = layer->forward(x, true);
+      y = node.layer->forward(x, true);
       t[0].push_back(since(t0));
       t[2].push_back(cpu_seconds() - c0);
       t0 = Clock::now();
       c0 = cpu_seconds();
-      layer->backward(dy);
+      node.layer->backward(dy);
       t[1].push_back(since(t0));
       t[3].push_back(cpu_seconds() - c0);
     }
     double m[4];
     for (int k = 0; k < 4; ++k) total[k] += m[k] = median(t[k]) * 1e3;
-    std::printf("%-44s %10.3f %10.3f %10.3f %10.3f\n", (std::to_string(i + 1) + " " + spec.layer_lines[i]).c_str(),
-                m[0], m[1], m[2], m[3]);
-    shape = layer->output_shape();
+    std::printf("%-44s %10.3f %10.3f %10.3f %10.3f\n", label.c_str(), m[0], m[1], m[2], m[3]);
   }
   std::printf("%-44s %10.3f %10.3f %10.3f %10.3f\n", "total", total[0], total[1], total[2], total[3]);
   return 0;
