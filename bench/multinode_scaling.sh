@@ -6,7 +6,7 @@
 # predicted-against-measured table over all of them.
 #   bench/multinode_scaling.sh [OUT_DIR]          (default: a new folder under /tmp)
 # Settings (environment): NODES="1 2 3" BUCKETS="0.25,4,25" (MiB) REPS=10
-#   CNN_BATCH=64 VGG_BATCH=16 RATES="1gbit 5gbit" BUILD=build
+#   CNN_BATCH=64 VGG_BATCH=16 RATES="1gbit 5gbit" BUILD=build NETWORKS="cnn vgg"
 #   CLUSTER_DIR=DIR: run on the namespace cluster started with
 #     slurm/test-cluster.sh start --nodes 3 DIR (one rank per node, MPI over
 #     TCP on eth0, each node's eth0 limited with tc tbf to each of RATES).
@@ -34,6 +34,7 @@ export OMP_NUM_THREADS=1
 # network: config, local batch, largest all-reduce of the alpha-beta fit (MiB)
 networks=("cnn examples/fashion-mnist/cnn.ini ${CNN_BATCH:-64} 16"
           "vgg bench/models/vgg_like.ini ${VGG_BATCH:-16} 128")
+[ -n "${NETWORKS:-}" ] && mapfile -t networks < <(printf '%s\n' "${networks[@]}" | grep -E "^(${NETWORKS// /|}) ")
 # glibc keeps freed memory mapped: on this project's VMs (which report freed
 # pages to the host) MPI's per-call temporary buffers of tens of MB otherwise
 # cost seconds of page faults. On one host, shared-memory messages are copied
