@@ -65,6 +65,21 @@ TEST(Hdf5, OpenErrorsNameThePath) {
   EXPECT_ERROR_CONTAINS(create_h5(tmp / "no/such/folder/x.h5"), tmp / "no/such/folder/x.h5");
 }
 
+// A small HDF5 file at path (one float32 dataset, HDF5's default layout,
+// superblock version 0); returns its bytes.
+std::string write_small_file(const std::string& path) {
+  {
+    H5Id file = create_h5(path);
+    write_tensor(file.get(), "x", Tensor({3}, DType::f32));
+  }
+  return test::read_text(path);
+}
+
+// Writes v into s at `at` as 8 little-endian bytes.
+void put_u64(std::string& s, std::size_t at, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) s[at + i] = static_cast<char>(v >> (8 * i));
+}
+
 // libhdf5 1.10 crashes on a file whose superblock caches a root-group heap
 // or B-tree that is not there (tests/fuzz regressions/fuzz_shard); such a
 // file must be refused with an error before HDF5 walks it, and an intact
@@ -72,11 +87,7 @@ TEST(Hdf5, OpenErrorsNameThePath) {
 TEST(Hdf5, RootGroupTablesAreCheckedBeforeHdf5WalksThem) {
   TempDir tmp;
   std::string path = tmp / "t.h5";
-  {
-    H5Id file = create_h5(path);
-    write_tensor(file.get(), "x", Tensor({3}, DType::f32));
-  }
-  const std::string bytes = test::read_text(path);
+  const std::string bytes = write_small_file(path);
   ASSERT_EQ(bytes[8], 0) << "HDF5's default superblock is version 0";
   EXPECT_NO_THROW(open_h5_read(path));
   for (const std::string tag : {"HEAP", "TREE"}) {
@@ -112,20 +123,13 @@ TEST(Hdf5, RootGroupTablesAreCheckedBeforeHdf5WalksThem) {
 TEST(Hdf5, RootHeapFreeListThatLoopsIsRefused) {
   TempDir tmp;
   std::string path = tmp / "t.h5";
-  {
-    H5Id file = create_h5(path);
-    write_tensor(file.get(), "x", Tensor({3}, DType::f32));
-  }
-  const std::string bytes = test::read_text(path);
+  const std::string bytes = write_small_file(path);
   const std::size_t heap = bytes.find("HEAP");
   ASSERT_NE(heap, std::string::npos);
   auto u64 = [&](std::size_t at) {
     std::uint64_t v = 0;
     for (int i = 7; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(bytes[at + i]);
     return v;
-  };
-  auto put = [](std::string& s, std::size_t at, std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) s[at + i] = static_cast<char>(v >> (8 * i));
   };
   // Header: signature, version, 3 reserved; data size, free-list head, data address (8 bytes each here).
   // A free block starts with the offset of the next one (1: none), then its size.
@@ -134,10 +138,10 @@ TEST(Hdf5, RootHeapFreeListThatLoopsIsRefused) {
   ASSERT_EQ(u64(data + head), 1u) << "one free block";
   EXPECT_NO_THROW(open_h5_read(path));
   std::string itself = bytes;
-  put(itself, data + head, head);  // the block says the next one is itself
+  put_u64(itself, data + head, head);  // the block says the next one is itself
   std::string two = bytes;
-  put(two, data + head, head + 8);      // the next block is 8 bytes on,
-  put(two, data + head + 8, head);      // and that one's next is the first again
+  put_u64(two, data + head, head + 8);      // the next block is 8 bytes on,
+  put_u64(two, data + head + 8, head);      // and that one's next is the first again
   for (const std::string& looped : {itself, two}) {
     test::write_text(path, looped);
     EXPECT_ERROR_CONTAINS(open_h5_read(path),
@@ -153,22 +157,15 @@ TEST(Hdf5, RootHeapFreeListThatLoopsIsRefused) {
 TEST(Hdf5, RootHeapDataSegmentOutsideTheFileIsRefused) {
   TempDir tmp;
   std::string path = tmp / "t.h5";
-  {
-    H5Id file = create_h5(path);
-    write_tensor(file.get(), "x", Tensor({3}, DType::f32));
-  }
-  const std::string bytes = test::read_text(path);
+  const std::string bytes = write_small_file(path);
   const std::size_t heap = bytes.find("HEAP");
   ASSERT_NE(heap, std::string::npos);
-  auto put = [](std::string& s, std::size_t at, std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) s[at + i] = static_cast<char>(v >> (8 * i));
-  };
   // Header: signature, version, 3 reserved; data size, free-list head, data address (8 bytes each here).
   const std::uint64_t wraps = ~std::uint64_t{0} - 31;  // plus the 32-byte header: 0
   for (auto [field, value] : {std::pair<int, std::uint64_t>{8, wraps}, {8, bytes.size()}, {24, bytes.size() - 4}, {24, ~std::uint64_t{0}}}) {
     SCOPED_TRACE(std::to_string(field) + ": " + std::to_string(value));
     std::string damaged = bytes;
-    put(damaged, heap + field, value);
+    put_u64(damaged, heap + field, value);
     test::write_text(path, damaged);
     EXPECT_ERROR_CONTAINS(open_h5_read(path), path + ": it is damaged (its root group's name heap has a data segment of");
   }
