@@ -102,6 +102,8 @@ class BatchNorm final : public Layer {
       return dx;
     }
     dispatch(dtype_, [&]<class T>() {
+      if (spatial_ == 1)
+        return relu_ ? backward_features<T, true>(g, dx, relu_out_.data<T>()) : backward_features<T, false>(g, dx, nullptr);
       if (relu_) {  // dL/d(batch norm's output): dy where the ReLU passed it
         Tensor masked = Tensor::uninitialized(g.shape(), dtype_);
         const T* yp = relu_out_.data<T>();
@@ -162,6 +164,7 @@ class BatchNorm final : public Layer {
 
   template <class T>
   void forward_impl(const Tensor& x, Tensor& y, bool training) {
+    if (spatial_ == 1) return forward_features<T>(x, y, training);
     const std::int64_t n_batch = x.dim(0), C = channels_, S = spatial_;
     const double count = static_cast<double>(n_batch * S);
     const T* xp = x.data<T>();
@@ -229,6 +232,116 @@ class BatchNorm final : public Layer {
         for (std::int64_t s = 0; s < S; ++s) {
           const std::int64_t i = (n * C + c) * S + s;
           dxp[i] = static_cast<T>(k * (dyp[i] - mean_dy - xh[i] * mean_dy_xh));
+        }
+    }
+  }
+
+  // Features (S = 1): a channel's values lie C apart, so the per-channel
+  // loops above would stride through memory (half of an MLP's step went to
+  // batch norm). These walk the batch row by row with a block of channels
+  // innermost, which vectorizes; each channel's sums still add its values
+  // sample by sample, channel_sum's order for S = 1, so the results are the
+  // same bit for bit and do not depend on the threads.
+  static constexpr std::int64_t kFeatureBlock = 256;
+
+  template <class T>
+  void forward_features(const Tensor& x, Tensor& y, bool training) {
+    const std::int64_t n_batch = x.dim(0), C = channels_;
+    const double count = static_cast<double>(n_batch);
+    const T* xp = x.data<T>();
+    const T* g = scale_.value.data<T>();
+    const T* b = offset_.value.data<T>();
+    T* rm = running_mean_.data<T>();
+    T* rv = running_var_.data<T>();
+    T* yp = y.data<T>();
+    T* xh = xhat_.data<T>();
+#pragma omp parallel for if (x.numel() >= kParallelMin)
+    for (std::int64_t c0 = 0; c0 < C; c0 += kFeatureBlock) {
+      const std::int64_t w = std::min(kFeatureBlock, C - c0);
+      double mean[kFeatureBlock], inv[kFeatureBlock];
+      if (training) {
+        double sum[kFeatureBlock] = {}, sq[kFeatureBlock] = {};
+        for (std::int64_t n = 0; n < n_batch; ++n)
+          for (std::int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(xp[n * C + c0 + j]);
+        for (std::int64_t j = 0; j < w; ++j) mean[j] = sum[j] / count;
+        for (std::int64_t n = 0; n < n_batch; ++n)
+          for (std::int64_t j = 0; j < w; ++j) {
+            const double d = xp[n * C + c0 + j] - mean[j];
+            sq[j] += d * d;
+          }
+        for (std::int64_t j = 0; j < w; ++j) {
+          const std::int64_t c = c0 + j;
+          const double var = sq[j] / count;
+          rm[c] = static_cast<T>((1 - momentum_) * rm[c] + momentum_ * mean[j]);
+          rv[c] = static_cast<T>((1 - momentum_) * rv[c] + momentum_ * var * count / (count - 1));
+          inv[j] = 1.0 / std::sqrt(var + epsilon_);
+        }
+      } else {
+        for (std::int64_t j = 0; j < w; ++j) {
+          mean[j] = rm[c0 + j];
+          inv[j] = 1.0 / std::sqrt(static_cast<double>(rv[c0 + j]) + epsilon_);
+        }
+      }
+      for (std::int64_t j = 0; j < w; ++j) inv_std_[c0 + j] = inv[j];
+      for (std::int64_t n = 0; n < n_batch; ++n)
+        for (std::int64_t j = 0; j < w; ++j) {
+          const std::int64_t i = n * C + c0 + j;
+          const T h = static_cast<T>((xp[i] - mean[j]) * inv[j]);
+          xh[i] = h;
+          yp[i] = g[c0 + j] * h + b[c0 + j];
+        }
+    }
+  }
+
+  // relu: with a fused ReLU whose output is relu_y (dy passes where it is positive).
+  template <class T, bool relu>
+  void backward_features(const Tensor& dy, Tensor& dx, const T* relu_y) {
+    const std::int64_t n_batch = dy.dim(0), C = channels_;
+    const double count = static_cast<double>(n_batch);
+    const T* dyp = dy.data<T>();
+    const T* xh = xhat_.data<T>();
+    const T* g = scale_.value.data<T>();
+    T* dg = scale_.grad.data<T>();
+    T* db = offset_.grad.data<T>();
+    T* dxp = dx.data<T>();
+#pragma omp parallel for if (dy.numel() >= kParallelMin)
+    for (std::int64_t c0 = 0; c0 < C; c0 += kFeatureBlock) {
+      const std::int64_t w = std::min(kFeatureBlock, C - c0);
+      double sum_dy[kFeatureBlock] = {}, sum_dy_xh[kFeatureBlock] = {}, k[kFeatureBlock], mean_dy[kFeatureBlock],
+             mean_dy_xh[kFeatureBlock];
+      // dL/d(batch norm's output), dy where the ReLU passed it, goes into dx
+      // first and is read back: as a pass of its own, with dy loaded whether
+      // or not it passes, the select vectorizes (inside the sums' loop, or
+      // with the load inside the select, it was a branch on random signs,
+      // 6x slower).
+      const T* d = dyp;
+      if constexpr (relu) {
+        for (std::int64_t n = 0; n < n_batch; ++n)
+          for (std::int64_t j = 0; j < w; ++j) {
+            const std::int64_t i = n * C + c0 + j;
+            const T g_i = dyp[i];
+            dxp[i] = relu_y[i] > T(0) ? g_i : T(0);
+          }
+        d = dxp;
+      }
+      for (std::int64_t n = 0; n < n_batch; ++n)
+        for (std::int64_t j = 0; j < w; ++j) {
+          const std::int64_t i = n * C + c0 + j;
+          sum_dy[j] += static_cast<double>(d[i]);
+          sum_dy_xh[j] += static_cast<double>(d[i]) * xh[i];
+        }
+      for (std::int64_t j = 0; j < w; ++j) {
+        const std::int64_t c = c0 + j;
+        dg[c] = static_cast<T>(sum_dy_xh[j]);
+        db[c] = static_cast<T>(sum_dy[j]);
+        k[j] = g[c] * inv_std_[c];
+        mean_dy[j] = batch_stats_ ? sum_dy[j] / count : 0.0;
+        mean_dy_xh[j] = batch_stats_ ? sum_dy_xh[j] / count : 0.0;
+      }
+      for (std::int64_t n = 0; n < n_batch; ++n)
+        for (std::int64_t j = 0; j < w; ++j) {
+          const std::int64_t i = n * C + c0 + j;
+          dxp[i] = static_cast<T>(k[j] * (d[i] - mean_dy[j] - xh[i] * mean_dy_xh[j]));
         }
     }
   }

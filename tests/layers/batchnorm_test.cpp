@@ -225,6 +225,77 @@ TEST(BatchNorm, Channels16MatchesPlainAndIgnoresThreadCount) {
   EXPECT_FALSE(build_layer("batchnorm", {32}, DType::f32)->takes_blocked_input());
 }
 
+// Features (F per sample, spatial size 1): every sum is a channel's values
+// added sample by sample in double, whatever the loops' order and the
+// thread count. A plain reference of that order, bitwise, with a channel
+// count that splits unevenly into any vector width, f32 and f64, training
+// (with and without the fused ReLU) and inference.
+template <class T>
+void expect_features_match_reference(DType dtype) {
+  const std::int64_t N = 40, C = 1003;  // past the size from which the loops run in parallel
+  Rng rng(21);
+  const Tensor x = random_tensor({N, C}, rng, dtype, 2.0);
+  const Tensor dy = random_tensor({N, C}, rng, dtype);
+  for (auto [training, relu] : {std::pair{true, false}, {true, true}, {false, false}}) {
+    SCOPED_TRACE(std::string(training ? "training" : "inference") + (relu ? ", fused relu" : ""));
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads");
+      Rng init(3);
+      auto bn = build_layer("batchnorm", {C}, dtype);
+      randomize_state(*bn, init);
+      if (relu) bn->fuse_relu();
+      const T* g = bn->params()[0]->value.template data<T>();
+      const T* b = bn->params()[1]->value.template data<T>();
+      std::vector<T> rm(buffer(*bn, "running_mean")->template data<T>(), buffer(*bn, "running_mean")->template data<T>() + C);
+      std::vector<T> rv(buffer(*bn, "running_var")->template data<T>(), buffer(*bn, "running_var")->template data<T>() + C);
+      const int before = cpu_threads();
+      set_cpu_threads(threads);
+      const Tensor y = bn->forward(x, training);
+      const Tensor dx = bn->backward(dy);
+      set_cpu_threads(before);
+      const T* xp = x.data<T>();
+      const T* dyp = dy.data<T>();
+      for (std::int64_t c = 0; c < C; ++c) {
+        double mean = rm[c], var = rv[c];
+        if (training) {
+          double sum = 0, sq = 0;
+          for (std::int64_t n = 0; n < N; ++n) sum += static_cast<double>(xp[n * C + c]);
+          mean = sum / N;
+          for (std::int64_t n = 0; n < N; ++n) sq += (xp[n * C + c] - mean) * (xp[n * C + c] - mean);
+          var = sq / N;
+          ASSERT_EQ(buffer(*bn, "running_mean")->template data<T>()[c], static_cast<T>(0.9 * rm[c] + 0.1 * mean));
+          ASSERT_EQ(buffer(*bn, "running_var")->template data<T>()[c],
+                    static_cast<T>(0.9 * rv[c] + 0.1 * var * N / (N - 1)));
+        }
+        const double inv = 1.0 / std::sqrt(var + 1e-5);
+        std::vector<T> h(N), d(N);
+        double sum_dy = 0, sum_dy_h = 0;
+        for (std::int64_t n = 0; n < N; ++n) {
+          const std::int64_t i = n * C + c;
+          h[n] = static_cast<T>((xp[i] - mean) * inv);
+          T out = g[c] * h[n] + b[c];
+          if (relu) out = out > T(0) ? out : T(0);
+          ASSERT_EQ(y.data<T>()[i], out) << "y at sample " << n << ", channel " << c;
+          d[n] = relu && out <= T(0) ? T(0) : dyp[i];
+          sum_dy += static_cast<double>(d[n]);
+          sum_dy_h += static_cast<double>(d[n]) * h[n];
+        }
+        ASSERT_EQ(bn->params()[0]->grad.template data<T>()[c], static_cast<T>(sum_dy_h)) << "dscale " << c;
+        ASSERT_EQ(bn->params()[1]->grad.template data<T>()[c], static_cast<T>(sum_dy)) << "doffset " << c;
+        const double k = g[c] * inv, mean_d = training ? sum_dy / N : 0.0, mean_dh = training ? sum_dy_h / N : 0.0;
+        for (std::int64_t n = 0; n < N; ++n)
+          ASSERT_EQ(dx.data<T>()[n * C + c], static_cast<T>(k * (d[n] - mean_d - h[n] * mean_dh)))
+              << "dx at sample " << n << ", channel " << c;
+      }
+    }
+  }
+}
+
+TEST(BatchNorm, FeaturesSumSampleBySampleWhateverTheThreads) {
+  expect_features_match_reference<float>(DType::f32);
+  expect_features_match_reference<double>(DType::f64);
+}
+
 TEST(BatchNorm, Errors) {
   EXPECT_THROW(build_layer("batchnorm momentum=1.5", {3}), Error);
   EXPECT_THROW(build_layer("batchnorm epsilon=0", {3}), Error);
