@@ -111,7 +111,10 @@ class BatchNorm final : public Layer {
         T* mp = masked.data<T>();
         const std::int64_t n = g.numel();
 #pragma omp parallel for simd if (n >= kParallelMin)
-        for (std::int64_t i = 0; i < n; ++i) mp[i] = yp[i] > T(0) ? gp[i] : T(0);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const T g_i = gp[i];  // loaded outside the select, which then vectorizes (see backward_features)
+          mp[i] = yp[i] > T(0) ? g_i : T(0);
+        }
         g = masked;
       }
       backward_impl<T>(g, dx);
