@@ -165,6 +165,16 @@ class BatchNorm final : public Layer {
     return {total(acc_a), total(acc_b)};
   }
 
+  // Channel c's running statistics moved towards its batch mean and
+  // variance (biased, over `count` values; the running variance is unbiased).
+  template <class T>
+  void update_running_stats(std::int64_t c, double mean, double var, double count) {
+    T& rm = running_mean_.data<T>()[c];
+    T& rv = running_var_.data<T>()[c];
+    rm = static_cast<T>((1 - momentum_) * rm + momentum_ * mean);
+    rv = static_cast<T>((1 - momentum_) * rv + momentum_ * var * count / (count - 1));
+  }
+
   template <class T>
   void forward_impl(const Tensor& x, Tensor& y, bool training) {
     if (spatial_ == 1) return forward_features<T>(x, y, training);
@@ -173,8 +183,8 @@ class BatchNorm final : public Layer {
     const T* xp = x.data<T>();
     const T* g = scale_.value.data<T>();
     const T* b = offset_.value.data<T>();
-    T* rm = running_mean_.data<T>();
-    T* rv = running_var_.data<T>();
+    const T* rm = running_mean_.data<T>();
+    const T* rv = running_var_.data<T>();
     T* yp = y.data<T>();
     T* xh = xhat_.data<T>();
 #pragma omp parallel for if (x.numel() >= kParallelMin)
@@ -190,8 +200,7 @@ class BatchNorm final : public Layer {
           return d * d;
         });
         var = sq / count;  // biased: what normalizes the batch
-        rm[c] = static_cast<T>((1 - momentum_) * rm[c] + momentum_ * mean);
-        rv[c] = static_cast<T>((1 - momentum_) * rv[c] + momentum_ * var * count / (count - 1));
+        update_running_stats<T>(c, mean, var, count);
       } else {
         mean = rm[c];
         var = rv[c];
@@ -254,8 +263,8 @@ class BatchNorm final : public Layer {
     const T* xp = x.data<T>();
     const T* g = scale_.value.data<T>();
     const T* b = offset_.value.data<T>();
-    T* rm = running_mean_.data<T>();
-    T* rv = running_var_.data<T>();
+    const T* rm = running_mean_.data<T>();
+    const T* rv = running_var_.data<T>();
     T* yp = y.data<T>();
     T* xh = xhat_.data<T>();
 #pragma omp parallel for if (x.numel() >= kParallelMin)
@@ -275,8 +284,7 @@ class BatchNorm final : public Layer {
         for (std::int64_t j = 0; j < w; ++j) {
           const std::int64_t c = c0 + j;
           const double var = sq[j] / count;
-          rm[c] = static_cast<T>((1 - momentum_) * rm[c] + momentum_ * mean[j]);
-          rv[c] = static_cast<T>((1 - momentum_) * rv[c] + momentum_ * var * count / (count - 1));
+          update_running_stats<T>(c, mean[j], var, count);
           inv[j] = 1.0 / std::sqrt(var + epsilon_);
         }
       } else {
@@ -421,8 +429,8 @@ class BatchNorm final : public Layer {
     const float* xp = x.data_any_layout<float>();
     const float* g = scale_.value.data<float>();
     const float* b = offset_.value.data<float>();
-    float* rm = running_mean_.data<float>();
-    float* rv = running_var_.data<float>();
+    const float* rm = running_mean_.data<float>();
+    const float* rv = running_var_.data<float>();
     std::vector<double> batch_mean(channels_);  // or the running mean in inference
     if (training) {
       std::vector<float> shift(channels_);
@@ -437,8 +445,7 @@ class BatchNorm final : public Layer {
         const double var = std::max(0.0, sums[1][c] / count - d_mean * d_mean);  // biased: what normalizes the batch
         batch_mean[c] = shift[c] + d_mean;
         inv_std_[c] = 1.0 / std::sqrt(var + epsilon_);
-        rm[c] = static_cast<float>((1 - momentum_) * rm[c] + momentum_ * batch_mean[c]);
-        rv[c] = static_cast<float>((1 - momentum_) * rv[c] + momentum_ * var * count / (count - 1));
+        update_running_stats<float>(c, batch_mean[c], var, count);
       }
     } else {
       for (std::int64_t c = 0; c < channels_; ++c) {
