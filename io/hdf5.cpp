@@ -147,7 +147,8 @@ void check_local_heap(std::ifstream& in, const std::string& path, std::uint64_t 
     if (!seen.insert(next).second)
       fail("cannot open " + path + ": it is damaged (its root group's name heap has a free list that loops)");
     unsigned char field[8];
-    if (data > UINT64_MAX - next || !read_at(in, file_size, base, data + next, field, l)) return;
+    // data + next cannot overflow: the segment lies inside the file (above) and next < data_size.
+    if (!read_at(in, file_size, base, data + next, field, l)) return;
     next = read_le(field, l);
   }
 }
