@@ -12,7 +12,13 @@ export SLURM_CONF=$cluster/slurm.conf
 # Slurm 22.05's tree fence does not span the nodes, so MPI_Init is no barrier).
 export SLURM_PMIX_FENCE=ring
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-case ${TMPDIR:-/tmp}/ in /tmp/*) echo "cluster tests need TMPDIR on the shared filesystem (CTest sets it)" >&2; exit 1 ;; esac
+# Inside the cluster's folder, which every node shares (also when the
+# checkout itself is under /tmp: slurm/test-cluster-nodes.sh binds it into
+# each node's /tmp); the machine's own /tmp is not shared.
+case $(realpath -m "${TMPDIR:-/tmp}")/ in
+  "$(realpath "$cluster")"/*) ;;
+  *) echo "cluster tests need TMPDIR inside $cluster, which every node shares (CTest sets it)" >&2; exit 1 ;;
+esac
 mkdir -p "$TMPDIR"
 . "$project/tests/scratch.sh"
 
