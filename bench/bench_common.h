@@ -1,5 +1,5 @@
 // Helpers shared by the benchmark programs: the network of a config file,
-// timing, medians and the FLOPs of a training step.
+// timing, means, medians and the FLOPs of a training step.
 #pragma once
 
 #include <mpi.h>
@@ -22,6 +22,12 @@ namespace dlscale::bench {
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+inline double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / v.size();
+}
 
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;

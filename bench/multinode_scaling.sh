@@ -5,8 +5,9 @@
 # (bench/step_profile, one JSON file per run), then bench/scaling_model's
 # predicted-against-measured table over all of them.
 #   bench/multinode_scaling.sh [OUT_DIR]          (default: a new folder under /tmp)
-# Settings (environment): NODES="1 2 3" BUCKETS="0.25,4,25" (MiB) REPS=10
-#   CNN_BATCH=64 VGG_BATCH=16 RATES="1gbit 5gbit" BUILD=build NETWORKS="cnn vgg"
+# Settings (environment): NODES="1 2 3" BUCKETS="0.25,4,25" (MiB)
+#   REPS (steps per configuration; default 20 for the CNN, 10 for the VGG-like
+#   network, whose steps take seconds at 1 Gbit/s) CNN_BATCH=64 VGG_BATCH=16 RATES="1gbit 5gbit" BUILD=build NETWORKS="cnn vgg"
 #   CLUSTER_DIR=DIR: run on the namespace cluster started with
 #     slurm/test-cluster.sh start --nodes 3 DIR (one rank per node, MPI over
 #     TCP on eth0, each node's eth0 limited with tc tbf to each of RATES).
@@ -24,16 +25,16 @@ else
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-nodes=${NODES:-1 2 3} buckets=${BUCKETS:-0.25,4,25} reps=${REPS:-10}
+nodes=${NODES:-1 2 3} buckets=${BUCKETS:-0.25,4,25}
 for bin in step_profile scaling_model; do
   [ -x "$build/bench/$bin" ] || { echo "build $bin first: cmake --build $build --target step_profile scaling_model" >&2; exit 1; }
 done
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMP_NUM_THREADS=1
 
-# network: config, local batch, largest all-reduce of the alpha-beta fit (MiB)
-networks=("cnn examples/fashion-mnist/cnn.ini ${CNN_BATCH:-64} 16"
-          "vgg bench/models/vgg_like.ini ${VGG_BATCH:-16} 128")
+# network: config, local batch, largest all-reduce of the alpha-beta fit (MiB), steps
+networks=("cnn examples/fashion-mnist/cnn.ini ${CNN_BATCH:-64} 16 ${REPS:-20}"
+          "vgg bench/models/vgg_like.ini ${VGG_BATCH:-16} 128 ${REPS:-10}")
 [ -n "${NETWORKS:-}" ] && mapfile -t networks < <(printf '%s\n' "${networks[@]}" | grep -E "^(${NETWORKS// /|}) ")
 # glibc keeps freed memory mapped: on this project's VMs (which report freed
 # pages to the host) MPI's per-call temporary buffers of tens of MB otherwise
@@ -58,9 +59,9 @@ limit_links() {
   done
 }
 
-# profile N OUTFILE CONFIG BATCH MAX_MIB: one step_profile run on N nodes (ranks).
+# profile N OUTFILE CONFIG BATCH MAX_MIB REPS: one step_profile run on N nodes (ranks).
 profile() {
-  local n=$1 file=$2 config=$3 batch=$4 max_mib=$5
+  local n=$1 file=$2 config=$3 batch=$4 max_mib=$5 reps=$6
   local args=("$config" --batch "$batch" --reps "$reps" --buckets "$buckets" --max-allreduce-mib "$max_mib" --output "$file")
   if [ -n "${CLUSTER_DIR:-}" ]; then
     cluster_exec node1 mpirun -n "$n" --host "$(node_list "$n")" --mca btl self,tcp --mca btl_tcp_if_include eth0 \
@@ -76,12 +77,12 @@ max_nodes=$(echo $nodes | tr ' ' '\n' | sort -n | tail -1)
 trap 'limit_links "$max_nodes" none' EXIT
 echo "writing to $out (load before: $(cut -d' ' -f1-3 /proc/loadavg))"
 for net in "${networks[@]}"; do
-  read -r name config batch max_mib <<< "$net"
+  read -r name config batch max_mib reps <<< "$net"
   for n in $nodes; do
     for rate in $rates; do
       [ "$n" -eq 1 ] && [ "$rate" != "$(set -- $rates; echo "$1")" ] && continue  # one node: no link to limit
       limit_links "$n" "$rate"
-      profile "$n" "$out/$name-n$n-$rate.json" "$config" "$batch" "$max_mib"
+      profile "$n" "$out/$name-n$n-$rate.json" "$config" "$batch" "$max_mib" "$reps"
     done
   done
 done

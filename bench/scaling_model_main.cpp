@@ -73,9 +73,9 @@ void measured_rows(const std::string& path, double& worst_error) {
               j.at("config").get<std::string>().c_str(),
               ranks, j.at("local_batch").get<int>(), j.at("grad_bytes").get<double>() / 1e6);
   if (ranks == 1)
-    std::printf("one rank: no all-reduce (the runtime reduces nothing), so no fit\n\n");
+    std::printf("one rank: no all-reduce (the runtime reduces nothing), so no fit\n");
   else
-    std::printf("fit MPI_Allreduce: %s (worst residual %.0f%%); MPI_Iallreduce+Wait: %s (worst %.0f%%)\n\n",
+    std::printf("fit MPI_Allreduce: %s (worst residual %.0f%%); MPI_Iallreduce+Wait: %s (worst %.0f%%)\n",
                 describe(fb).c_str(), 100 * worst_relative_residual(fb, blocking), describe(fn).c_str(),
                 100 * worst_relative_residual(fn, nonblocking));
   std::vector<LayerCost> layers;
@@ -83,23 +83,37 @@ void measured_rows(const std::string& path, double& worst_error) {
     layers.push_back({l.at("name").get<std::string>(), l.at("backward_s").get<double>(), l.at("grad_bytes").get<double>()});
   // The runtime's non-last buckets use MPI_Iallreduce, the last MPI_Allreduce; one rank reduces nothing.
   auto allreduce = [&](double bytes, bool last) { return ranks == 1 ? 0.0 : (last ? fb : fn).at(bytes); };
-  std::printf("| ranks | bucket MiB | buckets | measured step ms | predicted ms | error | no-overlap prediction ms "
-              "| all-reduce alone measured / predicted ms | hidden share measured / predicted |\n");
+  // How the ranks' non-blocking all-reduce advances (docs/scaling.md): "polled"
+  // (MPI on CPU ranks: only inside MPI calls, which backward makes between
+  // layers, so the model reduces every bucket after backward) or "async" (a
+  // library that progresses on its own, as NCCL on its stream: the overlap
+  // recurrence). Profiles without the field came from CPU ranks.
+  const std::string progress = j.value("allreduce_progress", std::string("polled"));
+  if (progress != "polled" && progress != "async")
+    fail("scaling_model: " + path + ": allreduce_progress must be polled or async, not " + progress);
+  const bool overlap = progress == "async";
+  std::printf("all-reduce progress: %s (predicted with %s)\n\n", progress.c_str(),
+              overlap ? "the overlap recurrence" : "every bucket reduced after backward");
+  std::printf("| ranks | bucket MiB | buckets | measured step ms | predicted ms | error | %s prediction ms "
+              "| all-reduce alone measured / predicted ms | hidden share measured / predicted with overlap |\n",
+              overlap ? "no-overlap" : "overlap-recurrence");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& cfg : j.at("configurations")) {
     std::vector<Bucket> buckets;
     for (const auto& b : cfg.at("buckets"))
       buckets.push_back({b.at("bytes").get<double>(), b.at("layers").get<std::vector<std::size_t>>()});
-    const StepPrediction p =
-        predict_step(j.at("forward_s").get<double>(), layers, j.at("update_s").get<double>(), buckets, allreduce);
-    const StepPrediction serial =
-        predict_step(j.at("forward_s").get<double>(), layers, j.at("update_s").get<double>(), buckets, allreduce, false);
+    const double forward = j.at("forward_s").get<double>(), update = j.at("update_s").get<double>();
+    const StepPrediction overlapped = predict_step(forward, layers, update, buckets, allreduce, true);
+    const StepPrediction serial = predict_step(forward, layers, update, buckets, allreduce, false);
+    const StepPrediction& p = overlap ? overlapped : serial;
+    const StepPrediction& other = overlap ? serial : overlapped;
     const double measured = cfg.at("step_s").get<double>(), error = (p.step - measured) / measured;
     worst_error = std::max(worst_error, std::abs(error));
-    const double hidden = p.comm_total > 0 ? std::max(0.0, 1 - p.exposed / p.comm_total) : 1;
+    const double hidden =
+        overlapped.comm_total > 0 ? std::max(0.0, 1 - overlapped.exposed / overlapped.comm_total) : 1;
     std::printf("| %d | %g | %zu | %.3f | %.3f | %+.1f%% | %.3f | %.3f / %.3f | %.2f / %.2f |\n", ranks,
                 cfg.at("bucket_mib").get<double>(), buckets.size(), measured * 1e3, p.step * 1e3, 100 * error,
-                serial.step * 1e3, cfg.at("allreduce_s").get<double>() * 1e3, p.comm_total * 1e3,
+                other.step * 1e3, cfg.at("allreduce_s").get<double>() * 1e3, p.comm_total * 1e3,
                 cfg.at("hidden_time_share").get<double>(), hidden);
   }
 }

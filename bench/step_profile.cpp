@@ -4,10 +4,11 @@
 //  1. compute profile, no communication: forward (with the loss), each
 //     layer's backward in backward order (from the timestamps of Network's
 //     gradients-ready callback, the hook the buckets start from) with its
-//     gradient bytes, and the optimizer update; per step the slowest rank's, medians;
+//     gradient bytes, and the optimizer update; per step the slowest rank's, means;
 //  2. MPI_Allreduce and MPI_Iallreduce + MPI_Wait of float buffers from 4 KiB
-//     up to --max-allreduce-mib (x4 each time, then the maximum itself): the
-//     points of the alpha-beta fit;
+//     up to --max-allreduce-mib (x4 each time, then the maximum itself), each
+//     issued as a step issues it, after the step's computation: the points of
+//     the alpha-beta fit;
 //  3. per bucket size: the bucket layout (layers, bytes), the bucketed
 //     all-reduce alone, and training steps with the all-reduce overlapped as
 //     the runtime does it: step, forward, backward, wait in finish(), update,
@@ -169,16 +170,18 @@ void profile_step(Context& c, std::vector<std::vector<double>>& t, std::vector<i
   for (std::size_t i = 0; i < mine.size(); ++i) t[i].push_back(all[pick * mine.size() + i]);
 }
 
-// Part 1's figures: medians over the recorded steps.
+// Part 1's figures: means over the recorded steps. Means, not medians: the
+// measured step of part 3 is a mean (steps timed as blocks), and a step that
+// the machine slowed counts in it as it counts in a run's throughput.
 Json profile_summary(const Context& c, const std::vector<std::vector<double>>& t, const std::vector<int>& slowest) {
   const std::size_t n = c.layers.size();
   Json j;
   j["slowest_rank_steps"] = slowest;  // how often each rank was the slowest
-  j["forward_s"] = median(t[0]);
-  j["update_s"] = median(t[n + 1]);
+  j["forward_s"] = mean(t[0]);
+  j["update_s"] = mean(t[n + 1]);
   double bwd = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const double m = median(t[i + 1]);
+    const double m = mean(t[i + 1]);
     bwd += m;
     j["layers"].push_back({{"name", c.layers[i].name}, {"backward_s", m}, {"grad_bytes", c.layers[i].grad_bytes}});
   }
@@ -186,11 +189,40 @@ Json profile_summary(const Context& c, const std::vector<std::vector<double>>& t
   return j;
 }
 
-// Seconds per all-reduce of `buf`, blocking or not: the sum is checked on
-// a first call, then `reps` calls run back to back and the slowest rank's
-// mean is kept. (Timing each call after its own barrier would add the skew
-// with which ranks leave the barrier, tens of ms on a loaded host.)
-double time_allreduce(Communicator& comm, std::vector<float>& buf, bool blocking, int reps) {
+// The computation of a step without communication (forward with the loss,
+// backward): what lies between one step's all-reduce and the next.
+void compute_step(Context& c) {
+  Tensor dlogits;
+  forward_loss(c, dlogits);
+  c.net.backward(dlogits);
+}
+
+// The time of each call of `reps`, as a step adds it: every rank times its
+// call from post to completion, and the call's time is the shortest over the
+// ranks. The rank that posts last (the one whose computation was slowest,
+// which every other waits for) waits for no one, so its time is what the
+// step adds after the slowest rank's computation, the quantity the model's
+// step = computation + all-reduce needs; the others' include that wait.
+template <typename F>
+double mean_of_fastest_rank(Communicator& comm, Context& c, int reps, F&& call) {
+  std::vector<double> t(reps);
+  for (int r = 0; r < reps; ++r) {
+    compute_step(c);
+    const auto t0 = Clock::now();
+    call();
+    t[r] = since(t0);
+  }
+  DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t.data(), reps, MPI_DOUBLE, MPI_MIN, comm.get()));
+  return mean(t);
+}
+
+// Seconds per all-reduce of `buf`, blocking or not, issued as the trainer
+// issues it: once per step, after the step's computation (the sum is checked
+// on a first call). Back to back, over a link limited with tbf, the same
+// calls took up to twice as long (the link's queue never drained;
+// docs/scaling.md), which no step sees.
+double time_allreduce(Context& c, std::vector<float>& buf, bool blocking, int reps) {
+  Communicator& comm = c.comm;
   const int count = static_cast<int>(buf.size());
   auto once = [&] {
     if (blocking) {
@@ -206,14 +238,11 @@ double time_allreduce(Communicator& comm, std::vector<float>& buf, bool blocking
   if (buf[buf.size() / 2] != static_cast<float>(comm.size()) || buf.back() != static_cast<float>(comm.size()))
     fail("step_profile: all-reduce of " + std::to_string(count) + " floats gave a wrong sum");
   std::fill(buf.begin(), buf.end(), 0.0f);  // stays 0: the sums of later calls stay exact
-  comm.barrier("step_profile");
-  const auto t0 = Clock::now();
-  for (int r = 0; r < reps; ++r) once();
-  return comm.allreduce_max(since(t0) / reps);
+  return mean_of_fastest_rank(comm, c, reps, once);
 }
 
 // Part 2: the points of the alpha-beta fit.
-Json allreduce_sweep(Communicator& comm, double max_mib) {
+Json allreduce_sweep(Context& c, double max_mib) {
   Json j = {{"blocking", Json::array()}, {"nonblocking", Json::array()}};
   // 4 KiB, 16 KiB, ... (x4), and the maximum itself, so the fit reaches the
   // largest bucket instead of extrapolating to it.
@@ -226,7 +255,7 @@ Json allreduce_sweep(Communicator& comm, double max_mib) {
     const int reps = static_cast<int>(std::clamp<std::size_t>((std::size_t(64) << 20) / bytes, 3, 20));
     for (bool blocking : {true, false})
       j[blocking ? "blocking" : "nonblocking"].push_back(
-          {{"bytes", bytes}, {"seconds", time_allreduce(comm, buf, blocking, reps)}});
+          {{"bytes", bytes}, {"seconds", time_allreduce(c, buf, blocking, reps)}});
   }
   return j;
 }
@@ -254,11 +283,12 @@ Json bucket_layout(const GradientBuckets& buckets, const std::vector<BackwardLay
 // Part 3, a block of `steps` steps of one bucket size, with a bucketer of
 // its own (built outside the timing; it copies the gradients, so its buffer
 // is touched before): the bucketed all-reduce alone (all gradients ready at
-// once, sum checked on a first call), then training steps with the
-// all-reduce overlapped as the trainer does it. Both run back to back, as in
-// training, and are timed as blocks (slowest rank's mean), so the skew of
-// leaving a barrier is not counted in every step; forward, backward, wait
-// and update are rank 0's per step.
+// once, after a step's computation, timed as the sweep's calls are; sum
+// checked on a first call), then training steps with the all-reduce
+// overlapped as the trainer does it, back to back as in training and timed
+// as a block (slowest rank's mean), so the skew of leaving a barrier is not
+// counted in every step; forward, backward, wait and update are rank 0's per
+// step.
 struct ConfigTimes {
   double bucket_mib = 0;
   Json layout;
@@ -279,14 +309,12 @@ void overlapped_block(Context& c, ConfigTimes& ct, int steps, bool record) {
   for (Param* p : params)
     if (p->grad.data<float>()[p->grad.numel() - 1] != static_cast<float>(c.comm.size()))
       fail("step_profile: the bucketed all-reduce gave a wrong sum");
-  c.comm.barrier("step_profile");
-  auto t0 = Clock::now();
-  for (int k = 0; k < steps; ++k) allreduce_all(buckets, params);
-  const double alone = since(t0) / steps, hidden_alone = buckets.hidden_share();
+  const double alone = mean_of_fastest_rank(c.comm, c, steps, [&] { allreduce_all(buckets, params); });
+  const double hidden_alone = buckets.hidden_share();
   Tensor dlogits;
   std::vector<double> v[4];
   c.comm.barrier("step_profile");
-  t0 = Clock::now();
+  const auto t0 = Clock::now();
   for (int k = 0; k < steps; ++k) {
     const auto s0 = Clock::now();
     forward_loss(c, dlogits);
@@ -299,9 +327,9 @@ void overlapped_block(Context& c, ConfigTimes& ct, int steps, bool record) {
     v[3].push_back(since(s0) - v[0].back() - v[1].back() - v[2].back());
   }
   const double step = since(t0) / steps;
-  const double slowest_alone = c.comm.allreduce_max(alone), slowest_step = c.comm.allreduce_max(step);
+  const double slowest_step = c.comm.allreduce_max(step);
   if (!record) return;
-  ct.alone.push_back(slowest_alone);
+  ct.alone.push_back(alone);
   ct.step.push_back(slowest_step);
   for (int k = 0; k < steps; ++k) {
     ct.forward.push_back(v[0][k]);
@@ -317,15 +345,15 @@ void overlapped_block(Context& c, ConfigTimes& ct, int steps, bool record) {
 Json config_summary(const Context& c, const ConfigTimes& ct) {
   double hidden = 0;
   for (double h : ct.hidden) hidden += h / ct.hidden.size();
-  const double alone = median(ct.alone), wait = median(ct.wait);
+  const double alone = mean(ct.alone), wait = mean(ct.wait);
   return {{"bucket_mib", ct.bucket_mib},
           {"buckets", ct.layout},
           {"allreduce_s", alone},
-          {"step_s", median(ct.step)},
-          {"forward_s", median(ct.forward)},
-          {"backward_s", median(ct.backward)},
+          {"step_s", mean(ct.step)},
+          {"forward_s", mean(ct.forward)},
+          {"backward_s", mean(ct.backward)},
           {"wait_s", wait},
-          {"update_s", median(ct.update)},
+          {"update_s", mean(ct.update)},
           {"hidden_share", hidden},
           {"hidden_time_share", c.comm.size() == 1 ? 1.0 : std::max(0.0, 1.0 - wait / std::max(alone, 1e-12))}};
 }
@@ -343,7 +371,10 @@ int run(int argc, char** argv) {
   for (const auto& l : c.layers) grad_bytes += l.grad_bytes;
 
   Json out = {{"config", a.config}, {"ranks", comm.size()}, {"local_batch", a.batch}, {"repetitions", a.reps},
-              {"solver", solver.solver}, {"threads_per_rank", 1}, {"grad_bytes", grad_bytes}};
+              {"solver", solver.solver}, {"threads_per_rank", 1}, {"grad_bytes", grad_bytes},
+              // CPU ranks over MPI: a non-blocking all-reduce advances only
+              // inside MPI calls (GradientBuckets polls between layers).
+              {"allreduce_progress", "polled"}};
   // Parts 1 and 3 take turns in rounds, so that a slow spell of a shared
   // machine falls on the profile and on every bucket size alike.
   std::vector<std::vector<double>> profile_t;
@@ -356,7 +387,7 @@ int run(int argc, char** argv) {
     for (int k = 0; k < (round ? block : 1); ++k) profile_step(c, profile_t, slowest, round > 0);
     for (auto& ct : times) overlapped_block(c, ct, round ? block : 1, round > 0);
   }
-  Json sweep = allreduce_sweep(comm, a.max_allreduce_mib);
+  Json sweep = allreduce_sweep(c, a.max_allreduce_mib);
   if (comm.rank() != 0) return 0;
   Json profile = profile_summary(c, profile_t, slowest);
   Json configs = Json::array();

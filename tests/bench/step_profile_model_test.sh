@@ -37,6 +37,23 @@ PY
 cat model.txt
 [ "$(grep -c '^| 2 | ' model.txt)" -eq 2 ] || { echo "expected one row per bucket size" >&2; exit 1; }
 grep -q '^largest prediction error: ' model.txt
+# CPU ranks progress their all-reduce by polling: predicted with every bucket
+# after backward; the same profile marked async is predicted with the overlap
+# recurrence, and the two predictions swap columns.
+grep -q '^all-reduce progress: polled' model.txt
+/usr/bin/python3 -c '
+import json; j = json.load(open("p.json")); assert j["allreduce_progress"] == "polled"
+j["allreduce_progress"] = "async"; json.dump(j, open("async.json", "w"))
+j["allreduce_progress"] = "sometimes"; json.dump(j, open("unknown.json", "w"))'
+"$model" measured async.json > async.txt
+/usr/bin/python3 - <<'PY'
+rows = lambda f: [l.split("|")[5:8] for l in open(f) if l.startswith("| 2 | ")]
+assert len(rows("async.txt")) == len(rows("model.txt")) == 2
+for polled, overlapped in zip(rows("model.txt"), rows("async.txt")):
+    assert polled[0] == overlapped[2] and polled[2] == overlapped[0], (polled, overlapped)
+PY
+if "$model" measured unknown.json 2> err.txt; then echo "an unknown progress was accepted" >&2; exit 1; fi
+grep -q 'unknown.json: allreduce_progress must be polled or async' err.txt || { cat err.txt >&2; exit 1; }
 # A file that is not a profile is named in the error.
 echo '{}' > bad.json
 if "$model" measured bad.json 2> err.txt; then echo "a bad profile was accepted" >&2; exit 1; fi
