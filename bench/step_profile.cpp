@@ -6,9 +6,9 @@
 //     gradients-ready callback, the hook the buckets start from) with its
 //     gradient bytes, and the optimizer update; per step the slowest rank's, means;
 //  2. MPI_Allreduce and MPI_Iallreduce + MPI_Wait of float buffers from 4 KiB
-//     up to --max-allreduce-mib (x4 each time, then the maximum itself), each
-//     issued as a step issues it, after the step's computation: the points of
-//     the alpha-beta fit;
+//     up to --max-allreduce-mib (x4 each time, then the maximum itself) and
+//     of the bucket sizes of part 3, each issued as a step issues it, after
+//     the step's computation: the points of the alpha-beta fit;
 //  3. per bucket size: the bucket layout (layers, bytes), the bucketed
 //     all-reduce alone, and training steps with the all-reduce overlapped as
 //     the runtime does it: step, forward, backward, wait in finish(), update,
@@ -242,14 +242,22 @@ double time_allreduce(Context& c, std::vector<float>& buf, bool blocking, int re
 }
 
 // Part 2: the points of the alpha-beta fit.
-Json allreduce_sweep(Context& c, double max_mib) {
+Json allreduce_sweep(Context& c, double max_mib, const std::vector<std::size_t>& bucket_bytes) {
   Json j = {{"blocking", Json::array()}, {"nonblocking", Json::array()}};
   // 4 KiB, 16 KiB, ... (x4), and the maximum itself, so the fit reaches the
-  // largest bucket instead of extrapolating to it.
+  // largest bucket instead of extrapolating to it; and the sizes of the
+  // buckets measured in part 3. MPI changes algorithm between the ladder's
+  // sizes: at 2 ranks over TCP a 1 MiB all-reduce took 3.0 ms where the
+  // CNN's 0.83 MB bucket took 1.9, and a line through 256 KiB and 1 MiB
+  // missed the bucket by a third.
   const auto max_bytes = static_cast<std::size_t>(max_mib * (1 << 20)) / 4 * 4;
   std::vector<std::size_t> sizes;
   for (std::size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) sizes.push_back(bytes);
   if (sizes.empty() || sizes.back() < max_bytes) sizes.push_back(max_bytes);
+  for (std::size_t bytes : bucket_bytes)
+    if (bytes >= 4) sizes.push_back(bytes / 4 * 4);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   for (std::size_t bytes : sizes) {
     std::vector<float> buf(bytes / 4);
     const int reps = static_cast<int>(std::clamp<std::size_t>((std::size_t(64) << 20) / bytes, 3, 20));
@@ -387,7 +395,10 @@ int run(int argc, char** argv) {
     for (int k = 0; k < (round ? block : 1); ++k) profile_step(c, profile_t, slowest, round > 0);
     for (auto& ct : times) overlapped_block(c, ct, round ? block : 1, round > 0);
   }
-  Json sweep = allreduce_sweep(c, a.max_allreduce_mib);
+  std::vector<std::size_t> bucket_bytes;
+  for (const auto& ct : times)
+    for (const auto& b : ct.layout) bucket_bytes.push_back(b.at("bytes").get<std::size_t>());
+  Json sweep = allreduce_sweep(c, a.max_allreduce_mib, bucket_bytes);
   if (comm.rank() != 0) return 0;
   Json profile = profile_summary(c, profile_t, slowest);
   Json configs = Json::array();

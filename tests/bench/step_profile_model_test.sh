@@ -19,9 +19,12 @@ assert names == ["dense", "relu", "dense", "relu", "dense"], names
 grad = [l["grad_bytes"] for l in j["layers"]]
 assert grad == [4 * (512 * 10 + 10), 0, 4 * (512 * 512 + 512), 0, 4 * (784 * 512 + 512)], grad
 assert j["grad_bytes"] == sum(grad)
-sizes = [p["bytes"] for p in j["allreduce"]["blocking"]]
-assert sizes == [4096, 16384, 65536, 262144], sizes
 c = j["configurations"]
+# The ladder 4 KiB x4 up to the maximum, and every bucket size measured.
+sizes = [p["bytes"] for p in j["allreduce"]["blocking"]]
+buckets = {b["bytes"] for x in c for b in x["buckets"]}
+assert sizes == sorted({4096, 16384, 65536, 262144} | buckets), sizes
+assert sizes == [p["bytes"] for p in j["allreduce"]["nonblocking"]]
 assert [x["bucket_mib"] for x in c] == [0.5, 25]
 # Planned per param in backward order (dense3 bias, weight, dense2 bias, weight, ...):
 # with 0.5 MiB buckets dense2's bias joins dense3 while its 1 MiB weight and
