@@ -204,7 +204,7 @@ void compute_step(Context& c) {
 // step adds after the slowest rank's computation, the quantity the model's
 // step = computation + all-reduce needs; the others' include that wait.
 template <typename F>
-double mean_of_fastest_rank(Communicator& comm, Context& c, int reps, F&& call) {
+double mean_of_fastest_rank(Context& c, int reps, F&& call) {
   std::vector<double> t(reps);
   for (int r = 0; r < reps; ++r) {
     compute_step(c);
@@ -212,7 +212,7 @@ double mean_of_fastest_rank(Communicator& comm, Context& c, int reps, F&& call) 
     call();
     t[r] = since(t0);
   }
-  DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t.data(), reps, MPI_DOUBLE, MPI_MIN, comm.get()));
+  DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t.data(), reps, MPI_DOUBLE, MPI_MIN, c.comm.get()));
   return mean(t);
 }
 
@@ -238,7 +238,7 @@ double time_allreduce(Context& c, std::vector<float>& buf, bool blocking, int re
   if (buf[buf.size() / 2] != static_cast<float>(comm.size()) || buf.back() != static_cast<float>(comm.size()))
     fail("step_profile: all-reduce of " + std::to_string(count) + " floats gave a wrong sum");
   std::fill(buf.begin(), buf.end(), 0.0f);  // stays 0: the sums of later calls stay exact
-  return mean_of_fastest_rank(comm, c, reps, once);
+  return mean_of_fastest_rank(c, reps, once);
 }
 
 // Part 2: the points of the alpha-beta fit.
@@ -317,7 +317,7 @@ void overlapped_block(Context& c, ConfigTimes& ct, int steps, bool record) {
   for (Param* p : params)
     if (p->grad.data<float>()[p->grad.numel() - 1] != static_cast<float>(c.comm.size()))
       fail("step_profile: the bucketed all-reduce gave a wrong sum");
-  const double alone = mean_of_fastest_rank(c.comm, c, steps, [&] { allreduce_all(buckets, params); });
+  const double alone = mean_of_fastest_rank(c, steps, [&] { allreduce_all(buckets, params); });
   const double hidden_alone = buckets.hidden_share();
   Tensor dlogits;
   std::vector<double> v[4];
