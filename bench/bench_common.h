@@ -17,6 +17,7 @@
 #include "layers/network.h"
 #include "layers/registry.h"
 #include "runtime/core/rng.h"
+#include "runtime/parallel/mpi_env.h"
 
 namespace dlscale::bench {
 
@@ -104,6 +105,7 @@ inline double total_flops(const std::vector<GemmShape>& gemms) {
 // with the program's name; with several ranks the failing one aborts the job
 // so no rank waits in a collective.
 inline int run_benchmark(const char* name, int (*run)(int, char**), int argc, char** argv) {
+  choose_mpi_defaults();  // as dlscale's own ranks run
   MPI_Init(&argc, &argv);
   int code = 0;
   try {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "launch/commands.h"
+#include "runtime/parallel/mpi_env.h"
 #include "runtime/parallel/job_setup.h"
 
 namespace {
@@ -145,6 +146,7 @@ int main(int argc, char** argv) {
     }
   }
   set_openmp_waiting(argv);
+  dlscale::choose_mpi_defaults();
   MPI_Init(&argc, &argv);
   int code = 0;
   try {

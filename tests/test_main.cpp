@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 
+#include "runtime/parallel/mpi_env.h"
 #include "scratch.h"
 
 namespace {
@@ -36,6 +37,7 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dlscale::choose_mpi_defaults();  // the tests' ranks run MPI as dlscale's do
   MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;

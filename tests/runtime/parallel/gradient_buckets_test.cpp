@@ -1,10 +1,15 @@
-// Gradient buckets under mpirun -n 2: the plan (reverse order, 1 MiB first
-// bucket, size cap), grads as views of the bucket buffers, and sums equal to
-// a plain MPI_Allreduce, whether buckets start during backward or at finish.
+// Gradient buckets under mpirun -n 2 and -n 3: the plan (reverse order, 1 MiB
+// first bucket, size cap), grads as views of the bucket buffers, and sums
+// equal to a plain MPI_Allreduce, whether buckets start during backward or at
+// finish; the ranks reduce buckets with the algorithm dlscale chooses.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "runtime/parallel/gradient_buckets.h"
+#include "runtime/parallel/mpi_env.h"
 
 namespace dlscale {
 namespace {
@@ -38,7 +43,7 @@ TEST(GradientBuckets, PlanIsReverseOrderWithSmallFirstBucket) {
 
 TEST(GradientBuckets, GradsAreViewsAndSumsMatchAllreduce) {
   Communicator comm;
-  ASSERT_EQ(comm.size(), 2) << "run with mpirun -n 2";
+  // Bucket sizes that 2 and 3 ranks do not divide: the ring's uneven segments.
   auto params = make_params({7, 33, 5, 64, 3});
   GradientBuckets buckets(pointers(params), comm, 64, 64);
   ASSERT_GT(buckets.bucket_count(), 2u);
@@ -53,8 +58,10 @@ TEST(GradientBuckets, GradsAreViewsAndSumsMatchAllreduce) {
     buckets.finish();
     for (auto& p : params) {
       const float* g = p.grad.data<float>();
-      // (1 + 2) × (i + step): the sum over both ranks, exactly.
-      for (std::int64_t i = 0; i < p.grad.numel(); ++i) EXPECT_EQ(g[i], 3.0f * (i + step)) << p.name << " " << i;
+      // (1 + 2 + ... + P) × (i + step): the sum over the ranks, exactly.
+      const float ranks_sum = comm.size() * (comm.size() + 1) / 2.0f;
+      for (std::int64_t i = 0; i < p.grad.numel(); ++i)
+        EXPECT_EQ(g[i], ranks_sum * (i + step)) << p.name << " " << i;
     }
   }
 }
@@ -96,7 +103,7 @@ TEST(GradientBuckets, AGradientReportedTwiceInOneStepIsAnError) {
 // reductions afterwards and the sums land in the kept buffers.
 TEST(GradientBuckets, BucketsDestroyedMidStepKeepTheirBuffersForMpi) {
   Communicator comm;
-  ASSERT_EQ(comm.size(), 2) << "run with mpirun -n 2";
+  const float ranks_sum = comm.size() * (comm.size() + 1) / 2.0f;
   const std::size_t kept_before = GradientBuckets::abandoned_in_flight().size();
   {
     auto params = make_params({64, 64, 64});
@@ -112,11 +119,11 @@ TEST(GradientBuckets, BucketsDestroyedMidStepKeepTheirBuffersForMpi) {
   auto& kept = GradientBuckets::abandoned_in_flight();
   EXPECT_LE(kept.size() - kept_before, 2u);
   // MPI goes on progressing the orphaned reductions inside later MPI calls and
-  // writes their sums (1 + 2) into the kept buffers, which must still exist.
+  // writes their sums (1 + ... + P) into the kept buffers, which must still exist.
   auto summed = [&] {
     for (std::size_t b = kept_before; b < kept.size(); ++b)
       for (std::int64_t k = 0; k < kept[b].numel(); ++k)
-        if (kept[b].data<float>()[k] != 3.0f) return false;
+        if (kept[b].data<float>()[k] != ranks_sum) return false;
     return true;
   };
   double all_done = 0;
@@ -125,6 +132,40 @@ TEST(GradientBuckets, BucketsDestroyedMidStepKeepTheirBuffersForMpi) {
     comm.allreduce_sum(&all_done, 1);  // the communicator's later collectives still work
   }
   EXPECT_EQ(all_done, comm.size()) << "the orphaned reductions never completed into the kept buffers";
+}
+
+// test_main.cpp calls choose_mpi_defaults() before MPI_Init, as dlscale's
+// main does: Open MPI must have taken the ring for in-place MPI_Iallreduce
+// (read back through the MPI tool interface, where Open MPI lists its MCA
+// variables), unless the environment chose otherwise before the test.
+TEST(MpiDefaults, OpenMpiReducesBucketsInARing) {
+  int provided = 0;
+  ASSERT_EQ(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided), MPI_SUCCESS);
+  int index = -1;
+  ASSERT_EQ(MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index), MPI_SUCCESS)
+      << "Open MPI's libnbc has no coll_libnbc_iallreduce_algorithm";
+  MPI_T_cvar_handle handle;
+  int count = 0;
+  ASSERT_EQ(MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count), MPI_SUCCESS);
+  int value = -1;
+  ASSERT_EQ(MPI_T_cvar_read(handle, &value), MPI_SUCCESS);
+  MPI_T_cvar_handle_free(&handle);
+  MPI_T_finalize();
+  EXPECT_EQ(std::to_string(value), std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm"));
+  EXPECT_EQ(value, 1) << "OMPI_MCA_coll_libnbc_iallreduce_algorithm was set before the test";
+}
+
+TEST(MpiDefaults, AUsersChoiceIsKept) {
+  const char* set_by_main = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  ASSERT_NE(set_by_main, nullptr);
+  const std::string before = set_by_main;
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 1);
+  choose_mpi_defaults();
+  EXPECT_STREQ(std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm"), "3");
+  unsetenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  choose_mpi_defaults();
+  EXPECT_STREQ(std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm"), "1");
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", before.c_str(), 1);
 }
 
 }  // namespace
