@@ -351,8 +351,6 @@ void overlapped_block(Context& c, ConfigTimes& ct, int steps, bool record) {
 }
 
 Json config_summary(const Context& c, const ConfigTimes& ct) {
-  double hidden = 0;
-  for (double h : ct.hidden) hidden += h / ct.hidden.size();
   const double alone = mean(ct.alone), wait = mean(ct.wait);
   return {{"bucket_mib", ct.bucket_mib},
           {"buckets", ct.layout},
@@ -362,7 +360,7 @@ Json config_summary(const Context& c, const ConfigTimes& ct) {
           {"backward_s", mean(ct.backward)},
           {"wait_s", wait},
           {"update_s", mean(ct.update)},
-          {"hidden_share", hidden},
+          {"hidden_share", mean(ct.hidden)},
           {"hidden_time_share", c.comm.size() == 1 ? 1.0 : std::max(0.0, 1.0 - wait / std::max(alone, 1e-12))}};
 }
 
