@@ -34,7 +34,7 @@ export OMP_NUM_THREADS=1
 
 # network: config, local batch, largest all-reduce of the alpha-beta fit (MiB), steps
 networks=("cnn examples/fashion-mnist/cnn.ini ${CNN_BATCH:-64} 16 ${REPS:-40}"
-          "vgg bench/models/vgg_like.ini ${VGG_BATCH:-16} 128 ${REPS:-10}")
+          "vgg bench/models/vgg_like.ini ${VGG_BATCH:-16} 128 ${REPS:-12}")
 [ -n "${NETWORKS:-}" ] && mapfile -t networks < <(printf '%s\n' "${networks[@]}" | grep -E "^(${NETWORKS// /|}) ")
 # glibc keeps freed memory mapped: on this project's VMs (which report freed
 # pages to the host) MPI's per-call temporary buffers of tens of MB otherwise

@@ -13,10 +13,10 @@
 //     all-reduce alone, and training steps with the all-reduce overlapped as
 //     the runtime does it: step, forward, backward, wait in finish(), update,
 //     the share of gradient bytes reduced before backward ended.
-// Parts 1 and 3 take turns step by step (a slow spell of a shared machine
-// then falls on all of them alike); every all-reduce's sum is checked.
-//   mpirun -n P step_profile CONFIG.ini [--batch 64] [--reps 20] [--buckets 0.25,25]
-//                            [--max-allreduce-mib 256] [--output profile.json]
+// The three parts take turns in --rounds rounds (a slow spell of a shared
+// machine then falls on all of them alike); every all-reduce's sum is checked.
+//   mpirun -n P step_profile CONFIG.ini [--batch 64] [--reps 20] [--rounds 4]
+//                            [--buckets 0.25,25] [--max-allreduce-mib 256] [--output profile.json]
 #include <mpi.h>
 
 #include <cstdio>
@@ -42,14 +42,14 @@ using Json = nlohmann::ordered_json;
 
 struct Args {
   std::string config, output = "profile.json";
-  int batch = 64, reps = 20;
+  int batch = 64, reps = 20, rounds = 4;
   std::vector<double> bucket_mib{0.25, 25};
   double max_allreduce_mib = 256;
 };
 
 Args parse_args(int argc, char** argv) {
   if (argc < 2) fail("usage: step_profile CONFIG.ini [--batch N] [--reps N] [--buckets MiB,MiB] "
-                     "[--max-allreduce-mib MiB] [--output FILE]");
+                     "[--rounds N] [--max-allreduce-mib MiB] [--output FILE]");
   Args a;
   a.config = argv[1];
   for (int i = 2; i < argc; i += 2) {
@@ -58,6 +58,7 @@ Args parse_args(int argc, char** argv) {
     const std::string value = argv[i + 1];
     if (key == "--batch") a.batch = std::stoi(value);
     else if (key == "--reps") a.reps = std::stoi(value);
+    else if (key == "--rounds") a.rounds = std::stoi(value);
     else if (key == "--max-allreduce-mib") a.max_allreduce_mib = std::stod(value);
     else if (key == "--output") a.output = value;
     else if (key == "--buckets") {
@@ -66,7 +67,8 @@ Args parse_args(int argc, char** argv) {
       for (std::string item; std::getline(in, item, ',');) a.bucket_mib.push_back(std::stod(item));
     } else fail("step_profile: unknown option " + key);
   }
-  if (a.batch < 1 || a.reps < 1 || a.bucket_mib.empty()) fail("step_profile: batch, reps and buckets must be positive");
+  if (a.batch < 1 || a.reps < 1 || a.rounds < 1 || a.bucket_mib.empty())
+    fail("step_profile: batch, reps, rounds and buckets must be positive");
   return a;
 }
 
@@ -128,7 +130,6 @@ struct Context {
   Optimizer& opt;
   Batch batch;
   std::vector<BackwardLayer> layers;
-  int reps;
 };
 
 void forward_loss(Context& c, Tensor& dlogits) {
@@ -216,57 +217,92 @@ double mean_of_fastest_rank(Context& c, int reps, F&& call) {
   return mean(t);
 }
 
-// Seconds per all-reduce of `buf`, blocking or not, issued as the trainer
-// issues it: once per step, after the step's computation (the sum is checked
-// on a first call). Back to back, over a link limited with tbf, the same
-// calls took up to twice as long (the link's queue never drained;
-// docs/scaling.md), which no step sees.
-double time_allreduce(Context& c, std::vector<float>& buf, bool blocking, int reps) {
-  Communicator& comm = c.comm;
+// An all-reduce of `buf`, blocking or not, as the trainer issues it.
+void allreduce_once(Communicator& comm, std::vector<float>& buf, bool blocking) {
   const int count = static_cast<int>(buf.size());
-  auto once = [&] {
-    if (blocking) {
-      DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, comm.get()));
-    } else {
-      MPI_Request req;
-      DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, comm.get(), &req));
-      DLSCALE_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
-    }
-  };
-  std::fill(buf.begin(), buf.end(), 1.0f);
-  once();
-  if (buf[buf.size() / 2] != static_cast<float>(comm.size()) || buf.back() != static_cast<float>(comm.size()))
-    fail("step_profile: all-reduce of " + std::to_string(count) + " floats gave a wrong sum");
-  std::fill(buf.begin(), buf.end(), 0.0f);  // stays 0: the sums of later calls stay exact
-  return mean_of_fastest_rank(c, reps, once);
+  if (blocking) {
+    DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, comm.get()));
+  } else {
+    MPI_Request req;
+    DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, comm.get(), &req));
+    DLSCALE_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+  }
 }
 
-// Part 2: the points of the alpha-beta fit.
-Json allreduce_sweep(Context& c, double max_mib, const std::vector<std::size_t>& bucket_bytes) {
-  Json j = {{"blocking", Json::array()}, {"nonblocking", Json::array()}};
-  // 4 KiB, 16 KiB, ... (x4), and the maximum itself, so the fit reaches the
-  // largest bucket instead of extrapolating to it; and the sizes of the
-  // buckets measured in part 3. MPI changes algorithm between the ladder's
-  // sizes: at 2 ranks over TCP a 1 MiB all-reduce took 3.0 ms where the
-  // CNN's 0.83 MB bucket took 1.9, and a line through 256 KiB and 1 MiB
-  // missed the bucket by a third.
-  const auto max_bytes = static_cast<std::size_t>(max_mib * (1 << 20)) / 4 * 4;
-  std::vector<std::size_t> sizes;
-  for (std::size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) sizes.push_back(bytes);
-  if (sizes.empty() || sizes.back() < max_bytes) sizes.push_back(max_bytes);
-  for (std::size_t bytes : bucket_bytes)
-    if (bytes >= 4) sizes.push_back(bytes / 4 * 4);
-  std::sort(sizes.begin(), sizes.end());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  for (std::size_t bytes : sizes) {
-    std::vector<float> buf(bytes / 4);
-    const int reps = static_cast<int>(std::clamp<std::size_t>((std::size_t(64) << 20) / bytes, 3, 20));
-    for (bool blocking : {true, false})
-      j[blocking ? "blocking" : "nonblocking"].push_back(
-          {{"bytes", bytes}, {"seconds", time_allreduce(c, buf, blocking, reps)}});
+// Part 2: the points of the alpha-beta fit. 4 KiB, 16 KiB, ... (x4), and the
+// maximum itself, so the fit reaches the largest bucket instead of
+// extrapolating to it; and the sizes of the buckets measured in part 3. MPI
+// changes algorithm between the ladder's sizes: at 2 ranks over TCP a 1 MiB
+// all-reduce took 3.0 ms where the CNN's 0.83 MB bucket took 1.9, and a line
+// through 256 KiB and 1 MiB missed the bucket by a third.
+// Each call is issued as the trainer issues it: once per step, after the
+// step's computation, timed as mean_of_fastest_rank says. Back to back, over
+// a link limited with tbf, the same calls took up to twice as long (the
+// link's queue never drained; docs/scaling.md), which no step sees. The
+// calls are spread over the rounds of parts 1 and 3: measured after them,
+// the VGG-like network's 64 MiB took 234 ms in one run and 164 ms in the
+// next at 2 nodes and 5 Gbit/s, and the model missed its steps by +26 % and
+// then -21 %, while the steps' own all-reduce had not moved as much.
+class AllreduceSweep {
+ public:
+  AllreduceSweep(Communicator& comm, double max_mib, const std::vector<std::size_t>& bucket_bytes, int rounds)
+      : comm_(comm) {
+    const auto max_bytes = static_cast<std::size_t>(max_mib * (1 << 20)) / 4 * 4;
+    for (std::size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) sizes_.push_back(bytes);
+    if (sizes_.empty() || sizes_.back() < max_bytes) sizes_.push_back(max_bytes);
+    for (std::size_t bytes : bucket_bytes)
+      if (bytes >= 4) sizes_.push_back(bytes / 4 * 4);
+    std::sort(sizes_.begin(), sizes_.end());
+    sizes_.erase(std::unique(sizes_.begin(), sizes_.end()), sizes_.end());
+    for (std::size_t bytes : sizes_) {
+      // 20 calls of a small size in all, fewer of a large one, at least 4.
+      const int calls = static_cast<int>(std::clamp<std::size_t>((std::size_t(64) << 20) / bytes, 4, 20));
+      per_round_.push_back((calls + rounds - 1) / rounds);
+      buffers_.emplace_back(bytes / 4);
+      check(buffers_.back());
+    }
+    seconds_[0].resize(sizes_.size());
+    seconds_[1].resize(sizes_.size());
   }
-  return j;
-}
+
+  // One round: every size, blocking and not, its share of the calls.
+  void round(Context& c) {
+    for (std::size_t i = 0; i < sizes_.size(); ++i)
+      for (bool blocking : {true, false}) {
+        const double t =
+            mean_of_fastest_rank(c, per_round_[i], [&] { allreduce_once(comm_, buffers_[i], blocking); });
+        seconds_[blocking].at(i).push_back(t);
+      }
+  }
+
+  Json summary() const {
+    Json j = {{"blocking", Json::array()}, {"nonblocking", Json::array()}};
+    for (std::size_t i = 0; i < sizes_.size(); ++i)
+      for (bool blocking : {true, false})
+        j[blocking ? "blocking" : "nonblocking"].push_back(
+            {{"bytes", sizes_[i]}, {"seconds", mean(seconds_[blocking][i])}});
+    return j;
+  }
+
+ private:
+  // Both calls' sums on a first call of each; the buffer then stays 0, so the
+  // sums of the timed calls stay exact.
+  void check(std::vector<float>& buf) {
+    for (bool blocking : {true, false}) {
+      std::fill(buf.begin(), buf.end(), 1.0f);
+      allreduce_once(comm_, buf, blocking);
+      if (buf[buf.size() / 2] != static_cast<float>(comm_.size()) || buf.back() != static_cast<float>(comm_.size()))
+        fail("step_profile: all-reduce of " + std::to_string(buf.size()) + " floats gave a wrong sum");
+    }
+    std::fill(buf.begin(), buf.end(), 0.0f);
+  }
+
+  Communicator& comm_;
+  std::vector<std::size_t> sizes_;
+  std::vector<int> per_round_;
+  std::vector<std::vector<float>> buffers_;
+  std::vector<std::vector<double>> seconds_[2];  // [blocking][size]: one mean per round
+};
 
 // The bucket plan as layers: which layers (indices in backward order) have
 // params in each bucket, and the bucket's bytes.
@@ -372,37 +408,41 @@ int run(int argc, char** argv) {
   SolverOptions solver;
   solver.solver = read_solver(a.config);
   auto opt = make_optimizer(solver);
-  Context c{comm, net, *opt, random_batch(net, a.batch, comm.rank()), backward_layers(net), a.reps};
+  Context c{comm, net, *opt, random_batch(net, a.batch, comm.rank()), backward_layers(net)};
   std::size_t grad_bytes = 0;
   for (const auto& l : c.layers) grad_bytes += l.grad_bytes;
 
-  Json out = {{"config", a.config}, {"ranks", comm.size()}, {"local_batch", a.batch}, {"repetitions", a.reps},
+  Json out = {{"config", a.config}, {"ranks", comm.size()}, {"local_batch", a.batch}, {"repetitions", a.reps}, {"rounds", a.rounds},
               {"solver", solver.solver}, {"threads_per_rank", 1}, {"grad_bytes", grad_bytes},
               // CPU ranks over MPI: a non-blocking all-reduce advances only
               // inside MPI calls (GradientBuckets polls between layers).
               {"allreduce_progress", "polled"}};
-  // Parts 1 and 3 take turns in rounds, so that a slow spell of a shared
-  // machine falls on the profile and on every bucket size alike.
+  // Parts 1, 2 and 3 take turns in rounds, so that a slow spell of a shared
+  // machine falls on the profile, the all-reduces and every bucket size alike.
   std::vector<std::vector<double>> profile_t;
   std::vector<int> slowest(comm.size());
   std::vector<ConfigTimes> times;
   for (double mib : a.bucket_mib) times.push_back({mib, {}, {}, {}, {}, {}, {}, {}, {}});
-  // Round 0 warms up (one step each); rounds 1 and 2 record reps/2 steps each.
-  const int block = std::max(1, a.reps / 2);
-  for (int round = 0; round < 3; ++round) {
-    for (int k = 0; k < (round ? block : 1); ++k) profile_step(c, profile_t, slowest, round > 0);
-    for (auto& ct : times) overlapped_block(c, ct, round ? block : 1, round > 0);
-  }
+  // A warm-up round (one step each; it finds the bucket layouts, which part
+  // 2 measures too), then `rounds` recorded ones of reps/rounds steps each.
+  profile_step(c, profile_t, slowest, false);
+  for (auto& ct : times) overlapped_block(c, ct, 1, false);
   std::vector<std::size_t> bucket_bytes;
   for (const auto& ct : times)
     for (const auto& b : ct.layout) bucket_bytes.push_back(b.at("bytes").get<std::size_t>());
-  Json sweep = allreduce_sweep(c, a.max_allreduce_mib, bucket_bytes);
+  AllreduceSweep sweep(comm, a.max_allreduce_mib, bucket_bytes, a.rounds);
+  const int block = std::max(1, a.reps / a.rounds);
+  for (int round = 0; round < a.rounds; ++round) {
+    for (int k = 0; k < block; ++k) profile_step(c, profile_t, slowest, true);
+    for (auto& ct : times) overlapped_block(c, ct, block, true);
+    sweep.round(c);
+  }
   if (comm.rank() != 0) return 0;
   Json profile = profile_summary(c, profile_t, slowest);
   Json configs = Json::array();
   for (const auto& ct : times) configs.push_back(config_summary(c, ct));
   for (auto& [k, v] : profile.items()) out[k] = v;
-  out["allreduce"] = sweep;
+  out["allreduce"] = sweep.summary();
   out["configurations"] = configs;
   std::ofstream f(a.output);
   f << out.dump(1) << "\n";

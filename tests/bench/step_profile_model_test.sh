@@ -7,12 +7,13 @@
 set -euo pipefail
 profile=$1 model=$2 src=$3
 . "$src/tests/scratch.sh"
-mpirun -n 2 --oversubscribe --bind-to none "$profile" "$src/bench/models/mlp.ini" --batch 8 --reps 3 \
+mpirun -n 2 --oversubscribe --bind-to none "$profile" "$src/bench/models/mlp.ini" --batch 8 --reps 4 --rounds 2 \
   --buckets 0.5,25 --max-allreduce-mib 0.25 --output p.json > out.txt
 /usr/bin/python3 - <<'PY'
 import json
 j = json.load(open("p.json"))
 assert j["ranks"] == 2, j["ranks"]
+assert (j["repetitions"], j["rounds"]) == (4, 2), (j["repetitions"], j["rounds"])
 # 784-512-512-10 MLP: backward reports dense3, relu, dense2, relu, dense1.
 names = [l["name"].split()[1] for l in j["layers"]]
 assert names == ["dense", "relu", "dense", "relu", "dense"], names
@@ -61,6 +62,11 @@ grep -q 'unknown.json: allreduce_progress must be polled or async' err.txt || { 
 echo '{}' > bad.json
 if "$model" measured bad.json 2> err.txt; then echo "a bad profile was accepted" >&2; exit 1; fi
 grep -q 'bad.json' err.txt || { cat err.txt >&2; exit 1; }
+# Rounds: at least one.
+if mpirun -n 2 --oversubscribe --bind-to none "$profile" "$src/bench/models/mlp.ini" --rounds 0 2> err.txt > /dev/null; then
+  echo "--rounds 0 was accepted" >&2; exit 1
+fi
+grep -q 'rounds' err.txt || { cat err.txt >&2; exit 1; }
 # The example CNN: its batch-norm layers apply the relu after them (fused), so
 # backward reports neither relu; the profile lists the layers it does report.
 mpirun -n 2 --oversubscribe --bind-to none "$profile" "$src/examples/fashion-mnist/cnn.ini" --batch 8 --reps 2 \
