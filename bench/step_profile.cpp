@@ -241,8 +241,8 @@ void allreduce_once(Communicator& comm, std::vector<float>& buf, bool blocking) 
 // link's queue never drained; docs/scaling.md), which no step sees. The
 // calls are spread over the rounds of parts 1 and 3: measured after them,
 // the VGG-like network's 64 MiB took 234 ms in one run and 164 ms in the
-// next at 2 nodes and 5 Gbit/s, and the model missed its steps by +26 % and
-// then -21 %, while the steps' own all-reduce had not moved as much.
+// next at 2 nodes and 5 Gbit/s, and the model missed those steps by up to
+// +19 % and then -24 % (in rounds: +0.1 to +6 % in two runs).
 class AllreduceSweep {
  public:
   AllreduceSweep(Communicator& comm, double max_mib, const std::vector<std::size_t>& bucket_bytes, int rounds)
@@ -412,8 +412,8 @@ int run(int argc, char** argv) {
   std::size_t grad_bytes = 0;
   for (const auto& l : c.layers) grad_bytes += l.grad_bytes;
 
-  Json out = {{"config", a.config}, {"ranks", comm.size()}, {"local_batch", a.batch}, {"repetitions", a.reps}, {"rounds", a.rounds},
-              {"solver", solver.solver}, {"threads_per_rank", 1}, {"grad_bytes", grad_bytes},
+  Json out = {{"config", a.config}, {"ranks", comm.size()}, {"local_batch", a.batch}, {"repetitions", a.reps},
+              {"rounds", a.rounds}, {"solver", solver.solver}, {"threads_per_rank", 1}, {"grad_bytes", grad_bytes},
               // CPU ranks over MPI: a non-blocking all-reduce advances only
               // inside MPI calls (GradientBuckets polls between layers).
               {"allreduce_progress", "polled"}};
