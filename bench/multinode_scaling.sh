@@ -6,7 +6,7 @@
 # predicted-against-measured table over all of them.
 #   bench/multinode_scaling.sh [OUT_DIR]          (default: a new folder under /tmp)
 # Settings (environment): NODES="1 2 3" BUCKETS="0.25,4,25" (MiB)
-#   REPS (steps per configuration; default 40 for the CNN, 10 for the VGG-like
+#   REPS (steps per configuration, in step_profile's 4 rounds; default 40 for the CNN, 12 for the VGG-like
 #   network, whose steps take seconds at 1 Gbit/s) CNN_BATCH=64 VGG_BATCH=16 RATES="1gbit 5gbit" BUILD=build NETWORKS="cnn vgg"
 #   CLUSTER_DIR=DIR: run on the namespace cluster started with
 #     slurm/test-cluster.sh start --nodes 3 DIR (one rank per node, MPI over
