@@ -6,7 +6,7 @@
 # predicted-against-measured table over all of them.
 #   bench/multinode_scaling.sh [OUT_DIR]          (default: a new folder under /tmp)
 # Settings (environment): NODES="1 2 3" BUCKETS="0.25,4,25" (MiB)
-#   REPS (steps per configuration, in step_profile's 4 rounds; default 40 for the CNN, 12 for the VGG-like
+#   REPS (steps per configuration, in step_profile's 4 rounds; default 40 for the CNN, 16 for the VGG-like
 #   network, whose steps take seconds at 1 Gbit/s) CNN_BATCH=64 VGG_BATCH=16 RATES="1gbit 5gbit" BUILD=build NETWORKS="cnn vgg"
 #   CLUSTER_DIR=DIR: run on the namespace cluster started with
 #     slurm/test-cluster.sh start --nodes 3 DIR (one rank per node, MPI over
@@ -34,7 +34,7 @@ export OMP_NUM_THREADS=1
 
 # network: config, local batch, largest all-reduce of the alpha-beta fit (MiB), steps
 networks=("cnn examples/fashion-mnist/cnn.ini ${CNN_BATCH:-64} 16 ${REPS:-40}"
-          "vgg bench/models/vgg_like.ini ${VGG_BATCH:-16} 128 ${REPS:-12}")
+          "vgg bench/models/vgg_like.ini ${VGG_BATCH:-16} 128 ${REPS:-16}")
 [ -n "${NETWORKS:-}" ] && mapfile -t networks < <(printf '%s\n' "${networks[@]}" | grep -E "^(${NETWORKS// /|}) ")
 # glibc keeps freed memory mapped: on this project's VMs (which report freed
 # pages to the host) MPI's per-call temporary buffers of tens of MB otherwise
