@@ -26,6 +26,9 @@ std::vector<Param> make_params(const std::vector<std::int64_t>& sizes, DType dty
   return params;
 }
 
+// 1 + 2 + ... + P: the sum over the ranks of what each writes, rank + 1.
+float sum_of_rank_numbers(const Communicator& comm) { return comm.size() * (comm.size() + 1) / 2.0f; }
+
 std::vector<Param*> pointers(std::vector<Param>& params) {
   std::vector<Param*> out;
   for (auto& p : params) out.push_back(&p);
@@ -59,7 +62,7 @@ TEST(GradientBuckets, GradsAreViewsAndSumsMatchAllreduce) {
     for (auto& p : params) {
       const float* g = p.grad.data<float>();
       // (1 + 2 + ... + P) × (i + step): the sum over the ranks, exactly.
-      const float ranks_sum = comm.size() * (comm.size() + 1) / 2.0f;
+      const float ranks_sum = sum_of_rank_numbers(comm);
       for (std::int64_t i = 0; i < p.grad.numel(); ++i)
         EXPECT_EQ(g[i], ranks_sum * (i + step)) << p.name << " " << i;
     }
@@ -99,11 +102,11 @@ TEST(GradientBuckets, AGradientReportedTwiceInOneStepIsAnError) {
 // A step abandoned mid-backward (an exception unwinding through the trainer)
 // leaves all-reduces in flight. MPI allows neither freeing nor cancelling an
 // active collective request, and MPI may still write into the buffer, so the
-// buckets' buffers must outlive them: here both ranks complete the pending
+// buckets' buffers must outlive them: here the ranks complete the pending
 // reductions afterwards and the sums land in the kept buffers.
 TEST(GradientBuckets, BucketsDestroyedMidStepKeepTheirBuffersForMpi) {
   Communicator comm;
-  const float ranks_sum = comm.size() * (comm.size() + 1) / 2.0f;
+  const float ranks_sum = sum_of_rank_numbers(comm);
   const std::size_t kept_before = GradientBuckets::abandoned_in_flight().size();
   {
     auto params = make_params({64, 64, 64});
