@@ -245,8 +245,7 @@ void allreduce_once(Communicator& comm, std::vector<float>& buf, bool blocking) 
 // +19 % and then -24 % (in rounds: +0.1 to +6 % in two runs).
 class AllreduceSweep {
  public:
-  AllreduceSweep(Communicator& comm, double max_mib, const std::vector<std::size_t>& bucket_bytes, int rounds)
-      : comm_(comm) {
+  AllreduceSweep(Context& c, double max_mib, const std::vector<std::size_t>& bucket_bytes, int rounds) : c_(c) {
     const auto max_bytes = static_cast<std::size_t>(max_mib * (1 << 20)) / 4 * 4;
     for (std::size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) sizes_.push_back(bytes);
     if (sizes_.empty() || sizes_.back() < max_bytes) sizes_.push_back(max_bytes);
@@ -269,11 +268,11 @@ class AllreduceSweep {
   }
 
   // One round: every size, blocking and not, its share of the calls.
-  void round(Context& c) {
+  void round() {
     for (std::size_t i = 0; i < sizes_.size(); ++i)
       for (bool blocking : {true, false}) {
         const double t =
-            mean_of_fastest_rank(c, per_round_[i], [&] { allreduce_once(comm_, buffers_[i], blocking); });
+            mean_of_fastest_rank(c_, per_round_[i], [&] { allreduce_once(c_.comm, buffers_[i], blocking); });
         seconds_[blocking].at(i).push_back(t);
       }
   }
@@ -293,14 +292,15 @@ class AllreduceSweep {
   void check(std::vector<float>& buf) {
     for (bool blocking : {true, false}) {
       std::fill(buf.begin(), buf.end(), 1.0f);
-      allreduce_once(comm_, buf, blocking);
-      if (buf[buf.size() / 2] != static_cast<float>(comm_.size()) || buf.back() != static_cast<float>(comm_.size()))
+      allreduce_once(c_.comm, buf, blocking);
+      const auto ranks = static_cast<float>(c_.comm.size());
+      if (buf[buf.size() / 2] != ranks || buf.back() != ranks)
         fail("step_profile: all-reduce of " + std::to_string(buf.size()) + " floats gave a wrong sum");
     }
     std::fill(buf.begin(), buf.end(), 0.0f);
   }
 
-  Communicator& comm_;
+  Context& c_;
   std::vector<std::size_t> sizes_;
   std::vector<int> per_round_;
   std::vector<std::vector<float>> buffers_;
@@ -433,12 +433,12 @@ int run(int argc, char** argv) {
   std::vector<std::size_t> bucket_bytes;
   for (const auto& ct : times)
     for (const auto& b : ct.layout) bucket_bytes.push_back(b.at("bytes").get<std::size_t>());
-  AllreduceSweep sweep(comm, a.max_allreduce_mib, bucket_bytes, a.rounds);
+  AllreduceSweep sweep(c, a.max_allreduce_mib, bucket_bytes, a.rounds);
   const int block = std::max(1, a.reps / a.rounds);
   for (int round = 0; round < a.rounds; ++round) {
     for (int k = 0; k < block; ++k) profile_step(c, profile_t, slowest, true);
     for (auto& ct : times) overlapped_block(c, ct, block, true);
-    sweep.round(c);
+    sweep.round();
   }
   if (comm.rank() != 0) return 0;
   Json profile = profile_summary(c, profile_t, slowest);
