@@ -32,7 +32,7 @@ rm -rf "$TMPDIR" && mkdir -p "$TMPDIR"
 # the failure into an error) instead of aborting the run.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$src/lsan.supp}  # libhdf5's own leaks on damaged files
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/sanitizers/lsan.supp}  # libhdf5's own leaks on damaged files (shared with the sanitizer lanes)
 # The shard seeds come from the real writer of this build, beside the committed ones.
 "$build/tests/fuzz/fuzz_make_shard_seed" "$build/fuzz-corpus/fuzz_shard"
 
