@@ -30,22 +30,39 @@ bool openblas_requested() {
 // OpenBLAS has its own pthread pool, whose threads lost the cores to OpenMP
 // threads spin-waiting after a loop (float64 MLP training 2x slower with a
 // 0.3 ms spin), and without any spin every OpenMP loop paid a futex wake-up.
-// Each thread computes a band of C's rows (or columns, when C is wider than
-// tall) with the full k: every element is OpenBLAS's own sum over k, in the
-// order it uses alone. call(rows, cols, a, b, c) runs one band.
+// C is cut into bands of rows (or columns, when C is wider than tall), each
+// computed by one OpenBLAS call with the full k.
+//
+// The bands depend on the matrix shape only, never on the thread count:
+// threads take whole bands in turn. An element's bits depend on the shape of
+// the call that computes it (OpenBLAS's SkylakeX kernels take another path
+// for small calls than for large ones), so bands sized by the thread count
+// gave other bits at 1 and 2 threads there; and the old band formula,
+// (extent / threads + 7) / 8 * 8, left the last rows unwritten whenever it
+// rounded down (m = n = 17 on 2 threads: 17 of 289 elements never computed).
+constexpr std::int64_t kMinBand = 16, kMaxBand = 256;  // multiples of 8, OpenBLAS's micro-tile width
+constexpr std::int64_t kBandsWanted = 32;              // enough bands for 32 threads on large matrices
+
+// Rows (or columns) per band for an extent: about extent / 32, a multiple of
+// 8 within [16, 256]. A function of the extent alone.
+std::int64_t band_size(std::int64_t extent) {
+  const std::int64_t per_band = (extent + kBandsWanted - 1) / kBandsWanted;
+  return std::clamp((per_band + 7) / 8 * 8, kMinBand, kMaxBand);
+}
+
+// call(rows, cols, a, b, c) runs one band.
 template <class T, class Call>
 void openblas_on_openmp(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b,
                         T* c, Call call) {
-  const int threads = omp_in_parallel() ? 1 : cpu_threads();
-  if (threads == 1 || m * n * k < (std::int64_t{1} << 18)) return call(m, n, a, b, c);
+  if (m * n * k < (std::int64_t{1} << 18)) return call(m, n, a, b, c);  // too small to split, at any thread count
   const bool by_rows = m >= n;
   const std::int64_t extent = by_rows ? m : n;
-  // Bands in multiples of 8 rows or columns (the width of OpenBLAS's micro-tiles).
-  const std::int64_t band = (extent / threads + 7) / 8 * 8;
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (int t = 0; t < threads; ++t) {
-    const std::int64_t start = t * band, size = std::min(band, extent - start);
-    if (size <= 0) continue;
+  const std::int64_t band = band_size(extent);
+  const std::int64_t bands = (extent + band - 1) / band;
+  const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<std::int64_t>(cpu_threads(), bands));
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t i = 0; i < bands; ++i) {
+    const std::int64_t start = i * band, size = std::min(band, extent - start);
     if (by_rows)  // rows start..: A's rows (its columns when transposed) and C's rows
       call(size, n, ta ? a + start : a + start * k, b, c + start * n);
     else  // columns start..: B's columns (its rows when transposed) and C's columns
@@ -94,5 +111,7 @@ void set_cpu_threads(int threads) {
 }
 
 int cpu_threads() { return omp_get_max_threads(); }
+
+const char* openblas_core() { return openblas_get_corename(); }
 
 }  // namespace dlscale

@@ -16,6 +16,8 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 // "oneDNN" or "OpenBLAS": what gemm<float> runs on (DLSCALE_GEMM=openblas
 // in the environment picks OpenBLAS).
 const char* float_gemm_backend();
+// The OpenBLAS kernel family in use ("Haswell", "SkylakeX", ...; OPENBLAS_CORETYPE overrides it).
+const char* openblas_core();
 
 // Threads for BLAS and for the OpenMP loops of the CPU kernels. Also sets
 // glibc's malloc to keep freed tensor memory mapped (see blas.cpp), which
