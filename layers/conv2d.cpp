@@ -233,7 +233,8 @@ Tensor Conv2d::backward(const Tensor& dy) {
     T* pdx = input_grad_needed_ ? dx.data<T>() : nullptr;
     for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
       const std::int64_t nb = std::min(chunk, N - n0), ncols = nb * P;
-      const T beta = n0 == 0 ? T(0) : T(1);  // first chunk overwrites the grads, later ones add
+      const bool first = n0 == 0;  // the first chunk overwrites the grads, later ones add
+      const T beta = first ? T(0) : T(1);
       if (!cols_hold_batch_) im2col(g_, px, n0, nb, cols);
       // dymat[f][i·P + p] = dy[n0+i][f][p]
 #pragma omp parallel for collapse(2) schedule(static)
@@ -247,7 +248,9 @@ Tensor Conv2d::backward(const Tensor& dy) {
         for (std::int64_t f = 0; f < F; ++f) {
           T s = 0;
           for (std::int64_t j = 0; j < ncols; ++j) s += dymat[f * ncols + j];
-          db[f] = beta * db[f] + s;
+          // Not beta * db + s: 0 * NaN is NaN, and a NaN left from a skipped
+          // (overflowed) step must not survive into the next one.
+          db[f] = first ? s : db[f] + s;
         }
       }
       if (!input_grad_needed_) continue;
