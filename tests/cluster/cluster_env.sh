@@ -98,7 +98,8 @@ rank_table() {
 # namespace, the node holder's).
 node_pids() {
   local holder p
-  holder=$(cat "$cluster/run/holder-$1.pid")
+  [ -n "$1" ] || { echo "node_pids: no node named" >&2; return 1; }
+  holder=$(cat "$cluster/run/holder-$1.pid") || return 1
   for p in /proc/[0-9]*; do
     [[ $p/ns/net -ef /proc/$holder/ns/net ]] || continue
     [[ $(tr '\0' ' ' 2>/dev/null <"$p/cmdline") == *"$2"* ]] && echo "${p#/proc/}"

@@ -68,11 +68,21 @@ for fault in $faults; do
     sleep 1
   done
   id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["slurm_job_id"])' "$scratch/jobs/$job/job.json")
-  nodes=$(scontrol show hostnames "$(job_nodes "$id")" | paste -sd ' ')
-  survivor=${nodes%% *} victim=${nodes##* }
+  # squeue's node list, and the ranks' processes, can lag (once the list came
+  # back empty and the test went on with no node): wait for both, bounded.
+  nodes="" survivor_ranks="" begin=$SECONDS
+  while :; do
+    nodes=$(scontrol show hostnames "$(job_nodes "$id")" 2>/dev/null | paste -sd ' ')
+    if [ -n "$nodes" ]; then
+      survivor=${nodes%% *} victim=${nodes##* }
+      survivor_ranks=$(rank_pids "$survivor" "$job" | paste -sd ' ') || survivor_ranks=""
+      [ -z "$survivor_ranks" ] || [ "$survivor" = "$victim" ] || break
+    fi
+    ((SECONDS - begin < 60)) || fail "no node list or no rank of $job on its first node after 60 s (nodes '$nodes')"
+    sleep 1
+  done
   victim_ranks=$(rank_table "$log" | awk -v h="$victim" '$2 == h {print $1}' | paste -sd ,)
-  survivor_ranks=$(rank_pids "$survivor" "$job" | paste -sd ' ')
-  [ -n "$survivor_ranks" ] || fail "no rank of $job found on $survivor"
+  [ -n "$victim_ranks" ] || fail "the rank table of $job names no rank on $victim: $(rank_table "$log")"
   down_node=$victim
   case $fault in
     kill) "$cluster_script" kill-node "$cluster" "$victim" ;;
