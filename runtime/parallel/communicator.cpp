@@ -48,7 +48,7 @@ Communicator::~Communicator() {
 
 void Communicator::allreduce_sum(double* values, int count) {
   if (size_ == 1) return;
-  WatchedWait wait(watchdog_, "an all-reduce of metrics");
+  WatchedWait wait(watchdog_, "an all-reduce of metrics", 0, nullptr, std::int64_t{8} * count);
   if (!fixed_order_sums_) {
     DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm_));
     return;
@@ -65,7 +65,7 @@ void Communicator::allreduce_sum(double* values, int count) {
 
 void Communicator::allreduce_sum(Tensor& t) {
   if (size_ == 1) return;
-  WatchedWait wait(watchdog_, "a tensor all-reduce");
+  WatchedWait wait(watchdog_, "a tensor all-reduce", 0, nullptr, static_cast<std::int64_t>(t.bytes()));
   if (fixed_order_sums_) {
     FixedOrderAllreduce sum(comm_, kTensorSumTag);
     sum.start(t);
@@ -78,14 +78,14 @@ void Communicator::allreduce_sum(Tensor& t) {
 
 double Communicator::allreduce_max(double value) {
   if (size_ == 1) return value;
-  WatchedWait wait(watchdog_, "the step-boundary agreement (stop and checkpoint decisions)");
+  WatchedWait wait(watchdog_, "the step-boundary agreement (stop and checkpoint decisions)", 0, nullptr, 8);
   DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, comm_));
   return value;
 }
 
 void Communicator::broadcast(Tensor& t, int root) {
   if (size_ == 1) return;
-  WatchedWait wait(watchdog_, "a broadcast from rank 0");
+  WatchedWait wait(watchdog_, "a broadcast from rank 0", 0, nullptr, static_cast<std::int64_t>(t.bytes()));
   DLSCALE_CHECK_MPI(MPI_Bcast(t.raw(), static_cast<int>(t.numel()), mpi_type(t.dtype()), root, comm_));
 }
 
@@ -102,7 +102,7 @@ std::vector<std::string> Communicator::allgather(const std::string& text) {
   if (size_ == 1) return {text};
   int n = static_cast<int>(text.size());
   std::vector<int> sizes(size_), offsets(size_);
-  WatchedWait wait(watchdog_, "an allgather");
+  WatchedWait wait(watchdog_, "an allgather", 0, nullptr, n);
   DLSCALE_CHECK_MPI(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_));
   int total = 0;
   for (int r = 0; r < size_; ++r) offsets[r] = total, total += sizes[r];
@@ -116,7 +116,7 @@ std::vector<std::string> Communicator::allgather(const std::string& text) {
 std::vector<double> Communicator::gather(const double* values, int count, int root) {
   std::vector<double> all(rank_ == root ? static_cast<std::size_t>(count) * size_ : 0);
   if (size_ == 1) return std::vector<double>(values, values + count);
-  WatchedWait wait(watchdog_, "a gather of telemetry samples");
+  WatchedWait wait(watchdog_, "a gather of telemetry samples", 0, nullptr, std::int64_t{8} * count);
   DLSCALE_CHECK_MPI(MPI_Gather(values, count, MPI_DOUBLE, all.data(), count, MPI_DOUBLE, root, comm_));
   return all;
 }

@@ -143,15 +143,17 @@ void GradientBuckets::poll() {
 
 void GradientBuckets::finish() {
   const auto t0 = std::chrono::steady_clock::now();
+  std::int64_t step_bytes = 0;
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     const bool done = i < next_to_start_ && test(b);  // started during backward: completed already?
     if (done || comm_.size() == 1) hidden_bytes_ += b.buffer.bytes();
     total_bytes_ += b.buffer.bytes();
+    step_bytes += static_cast<std::int64_t>(b.buffer.bytes());
     b.pending = 0;  // whatever backward did not report is final now
   }
   start_ready_buckets();
-  WatchedWait wait(comm_.watchdog(), "the gradient all-reduce");
+  WatchedWait wait(comm_.watchdog(), "the gradient all-reduce", 0, nullptr, step_bytes);
   if (fixed_comm_ != MPI_COMM_NULL) {
     // No blocking variant to prefer: the rest start at once, and every bucket
     // is polled until all are summed, so each moves to its second round as

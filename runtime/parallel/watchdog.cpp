@@ -1,15 +1,33 @@
-// The watchdog thread behind bounded collective waits.
+// The watchdog thread behind bounded collective waits, and the naming of the
+// ranks a wait lacks.
 #include "runtime/parallel/watchdog.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+
+#include "runtime/parallel/lost_ranks.h"
 
 namespace dlscale {
 
 namespace {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Whole or absent for a reader, and the first writer's: written aside, then
+// linked into place, which fails when the file exists (every rank whose
+// watchdog fires may try).
+void write_first(const std::string& path, const std::string& text, int rank) {
+  const std::string tmp = path + ".tmp." + std::to_string(rank) + "." + std::to_string(getpid());
+  if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+    const bool written = std::fputs(text.c_str(), f) >= 0;
+    if (std::fclose(f) == 0 && written) (void)!link(tmp.c_str(), path.c_str());
+    std::remove(tmp.c_str());
+  }
 }
 }  // namespace
 
@@ -26,14 +44,18 @@ CollectiveWatchdog::~CollectiveWatchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void CollectiveWatchdog::enter(const char* what, double timeout_s, const char* limit_name) {
+void CollectiveWatchdog::enter(const char* what, double timeout_s, const char* limit_name, std::int64_t bytes) {
+  record_.begin(what, bytes);
   since_.store(now_s());
   limit_.store(timeout_s > 0 ? timeout_s : timeout_s_);
   limit_name_.store(timeout_s > 0 && limit_name ? limit_name : "collective-timeout");
   what_.store(what);
 }
 
-void CollectiveWatchdog::leave() { what_.store(nullptr); }
+void CollectiveWatchdog::leave() {
+  what_.store(nullptr);
+  record_.end();
+}
 
 void CollectiveWatchdog::set_context(const std::string& context) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -45,6 +67,51 @@ void CollectiveWatchdog::set_stop_marker(const std::string& path) {
   stop_marker_ = path;
 }
 
+void CollectiveWatchdog::start_heartbeat(const std::string& dir, int world_size, const std::string& log_path) {
+  auto writer = std::make_unique<HeartbeatWriter>(dir, rank_, record_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  heartbeat_ = std::move(writer);
+  heartbeat_started_ = wall_seconds() - 1;  // the writer's first beat came just before
+  heartbeat_dir_ = dir;
+  world_size_ = world_size;
+  log_path_ = log_path;
+}
+
+void CollectiveWatchdog::set_computes(bool computes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (heartbeat_) heartbeat_->set_computes(computes);
+}
+
+double CollectiveWatchdog::silent_after_s() const { return std::clamp(timeout_s_ / 3, 2.0, 5.0); }
+
+std::string CollectiveWatchdog::lost_ranks_line(bool at_timeout) {
+  std::vector<std::optional<Heartbeat>> beats;
+  for (int r = 0; r < world_size_; ++r) {
+    beats.push_back(read_heartbeat(heartbeat_dir_, r));
+    // Written before this process started: a previous start's (a requeue), not silence of this one.
+    if (beats.back() && beats.back()->time < heartbeat_started_) beats.back().reset();
+  }
+  // This rank's own state, first hand: its file may lag by a beat.
+  if (rank_ < world_size_ && beats[rank_]) beats[rank_]->time = wall_seconds(), beats[rank_]->last = record_.last();
+  LostRanks lost = name_lost_ranks(beats, wall_seconds(), silent_after_s(), at_timeout);
+  return at_timeout || lost.any_silent ? lost.line : std::string();
+}
+
+void CollectiveWatchdog::report_lost_ranks(const std::string& line) {
+  // A process a requeued start has replaced (it hung on a node cut off)
+  // says nothing into that start's run directory.
+  if (line.empty() || reported_ || (heartbeat_ && heartbeat_->superseded())) return;
+  reported_ = true;
+  // Another rank said it first: one line per job, not one per rank.
+  if (!stop_marker_.empty() && access(stop_marker_.c_str(), F_OK) == 0) return;
+  const std::string text = "dlscale: lost ranks: " + line + "\n";
+  std::fputs(text.c_str(), stderr);
+  std::fflush(stderr);
+  if (!log_path_.empty())
+    if (std::FILE* f = std::fopen(log_path_.c_str(), "a")) std::fputs(text.c_str(), f), std::fclose(f);
+  if (!stop_marker_.empty()) write_first(stop_marker_, line + "\n", rank_);
+}
+
 void CollectiveWatchdog::watch() {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto period = std::chrono::duration<double>(std::min(1.0, timeout_s_ / 4));
@@ -52,6 +119,12 @@ void CollectiveWatchdog::watch() {
     const char* what = what_.load();
     const double waited = what ? now_s() - since_.load() : 0;
     const double limit = limit_.load();
+    // A peer silent while this rank waits is named at once, before Slurm's
+    // node timeout or Open MPI's lost connection ends the job without a word
+    // on who was lost. Rank 0 looks first; the others later, in case rank 0
+    // is the one gone (each look reads world_size small files).
+    if (what && heartbeat_ && !reported_ && waited >= silent_after_s() * (rank_ == 0 ? 1 : 2) && waited < limit)
+      report_lost_ranks(lost_ranks_line(false));
     if (!what || waited < limit) continue;
     std::fprintf(stderr,
                  "dlscale: rank %d: error: no answer from the other ranks for %.0f s in %s%s%s; a rank has stopped "
@@ -59,15 +132,13 @@ void CollectiveWatchdog::watch() {
                  rank_, waited, what, context_.empty() ? "" : " at ", context_.c_str(),
                  limit_name_.load(), limit);
     std::fflush(stderr);
-    if (!stop_marker_.empty()) {
-      // Whole or absent for a reader: written aside, then renamed (every
-      // rank whose watchdog fires may write it; the last rename wins).
-      const std::string tmp = stop_marker_ + ".tmp." + std::to_string(rank_);
-      if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
-        std::fprintf(f, "rank %d waited %.0f s in %s%s%s\n", rank_, waited, what, context_.empty() ? "" : " at ",
-                     context_.c_str());
-        if (std::fclose(f) == 0) std::rename(tmp.c_str(), stop_marker_.c_str());
-      }
+    if (heartbeat_) {
+      report_lost_ranks(lost_ranks_line(true));
+    } else if (!stop_marker_.empty()) {
+      char text[512];
+      std::snprintf(text, sizeof text, "rank %d waited %.0f s in %s%s%s\n", rank_, waited, what,
+                    context_.empty() ? "" : " at ", context_.c_str());
+      write_first(stop_marker_, text, rank_);
     }
     // Not MPI_Abort: MPI is busy in the blocked thread. A dying rank is what
     // mpirun and srun already turn into the end of the whole job.

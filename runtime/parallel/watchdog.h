@@ -3,13 +3,22 @@
 // Communicator operation marks what it waits for; a watchdog thread that sees
 // one mark older than the timeout prints the rank and the operation and
 // aborts the process, which makes mpirun or srun end the whole job.
+// Every mark also goes into the rank's CollectiveRecord, and with heartbeats
+// on (start_heartbeat) the watchdog names the ranks the job waits for
+// (runtime/parallel/lost_ranks.h): as soon as a peer's heartbeat has been
+// silent for silent_after_s() while this rank waits, and at the timeout.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include "runtime/parallel/collective_record.h"
+#include "runtime/parallel/heartbeat.h"
 
 namespace dlscale {
 
@@ -24,17 +33,32 @@ class CollectiveWatchdog {
   // Marks the start and end of a wait; `what` must outlive the wait
   // (a string literal, or a string kept by the caller). timeout_s > 0 bounds
   // this wait instead of the watchdog's timeout; limit_name (a literal) then
-  // names the option that set it.
-  void enter(const char* what, double timeout_s = 0, const char* limit_name = nullptr);
+  // names the option that set it. bytes: this rank's payload, for the record.
+  void enter(const char* what, double timeout_s = 0, const char* limit_name = nullptr, std::int64_t bytes = 0);
   void leave();
+  // The iteration the next collectives belong to (the record's; -1: job setup).
+  void set_iteration(std::int64_t iteration) { record_.set_iteration(iteration); }
+  const CollectiveRecord& record() const { return record_; }
   // Extra words for the message, e.g. "iteration 31".
   void set_context(const std::string& context);
   // A file the watchdog writes (its message, best effort) before it ends
   // the process: a job script requeues the job when it finds it.
   void set_stop_marker(const std::string& path);
+  // Starts this rank's heartbeat in dir (RUN/heartbeat) and names lost ranks
+  // among world_size from then on: to stderr, log_path (RUN/log.txt) and the
+  // stop marker (the first rank's line stays).
+  void start_heartbeat(const std::string& dir, int world_size, const std::string& log_path);
+  // An idle rank (parallel-auto with GPUs elsewhere) is never waited for.
+  void set_computes(bool computes);
+  // A heartbeat older than this is silent: a third of the timeout, 2 to 5 s
+  // (beats come every second; a live rank's are at most ~1 s old).
+  double silent_after_s() const;
 
  private:
   void watch();
+  // The line naming lost ranks from every rank's heartbeat (empty: none yet).
+  std::string lost_ranks_line(bool at_timeout);
+  void report_lost_ranks(const std::string& line);
 
   double timeout_s_;
   int rank_;
@@ -46,6 +70,12 @@ class CollectiveWatchdog {
   std::condition_variable cv_;
   std::string context_;
   std::string stop_marker_;
+  CollectiveRecord record_;
+  std::unique_ptr<HeartbeatWriter> heartbeat_;
+  std::string heartbeat_dir_, log_path_;
+  int world_size_ = 0;
+  double heartbeat_started_ = 0;
+  bool reported_ = false;  // the line is written once per process
   bool stop_ = false;
   std::thread thread_;
 };
@@ -53,9 +83,10 @@ class CollectiveWatchdog {
 // Scoped mark: CollectiveWatchdog::enter in the constructor, leave in the destructor.
 class WatchedWait {
  public:
-  WatchedWait(CollectiveWatchdog* dog, const char* what, double timeout_s = 0, const char* limit_name = nullptr)
+  WatchedWait(CollectiveWatchdog* dog, const char* what, double timeout_s = 0, const char* limit_name = nullptr,
+              std::int64_t bytes = 0)
       : dog_(dog) {
-    if (dog_) dog_->enter(what, timeout_s, limit_name);
+    if (dog_) dog_->enter(what, timeout_s, limit_name, bytes);
   }
   ~WatchedWait() {
     if (dog_) dog_->leave();
