@@ -71,6 +71,7 @@ nlohmann::json status_json(const JobRecord& j, const JobStatus& s) {
                       {"dir", j.dir},     {"state", state_name(s.state)}, {"detail", s.detail}, {"submitted", j.submitted}};
   r["node_failures"] = nlohmann::json::array();
   for (const auto& f : s.node_failures) r["node_failures"].push_back({{"node", f.node}, {"ranks", f.ranks}});
+  r["lost_ranks"] = s.lost_ranks;
   if (s.progress.known)
     r["progress"] = {{"epoch", s.progress.epoch}, {"max_epochs", s.progress.max_epochs},
                      {"iteration", s.progress.iteration}, {"loss", s.progress.loss}};
@@ -185,6 +186,7 @@ int fetch_command(const Args& args, Communicator& comm) {
   JobStatus st = job_status(job, slurm);
   std::cout << "job " << job.folder << " (" << job_label(job) << ", profile " << job.profile << "): " << state_name(st.state)
             << (st.detail.empty() ? "" : " (" + st.detail + ")") << "\n";
+  for (const auto& line : st.lost_ranks) std::cout << "lost ranks: " << line << "\n";
   if (job.array_size > 0) return fetch_array(job, slurm);
   const fs::path run = fs::path(job.dir) / "run", log = fs::path(job.dir) / "log.txt";
   if (st.state == JobState::queued || st.state == JobState::running)

@@ -159,8 +159,12 @@ JobStatus task_status(const JobRecord& job, int index, const SlurmView& slurm) {
     st = folder_state(job, dir, slurm);
   }
   st.progress = read_progress((fs::path(dir) / "run").string());
-  st.node_failures = node_failures(read_text(fs::path(dir) / "log.txt"));
+  const std::string log = read_text(fs::path(dir) / "log.txt");
+  st.node_failures = node_failures(log);
+  st.lost_ranks = lost_rank_lines(log);
   if (!st.node_failures.empty()) st.detail += (st.detail.empty() ? "" : "; ") + describe(st.node_failures);
+  // A rank lost without its node (stopped, or computing outside any collective): the line itself.
+  else if (!st.lost_ranks.empty()) st.detail += (st.detail.empty() ? "" : "; ") + st.lost_ranks.back();
   return st;
 }
 

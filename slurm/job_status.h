@@ -37,6 +37,7 @@ struct JobStatus {
   Progress progress;
   int tasks_done = 0;  // job arrays: tasks finished so far
   std::vector<NodeFailure> node_failures;  // nodes lost by earlier starts (the job was requeued)
+  std::vector<std::string> lost_ranks;     // dlscale's lines naming the ranks a start lost, one per start
 };
 
 // The state of task `index` (0 for a single training), from `slurm` and the folder.

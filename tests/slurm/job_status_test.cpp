@@ -167,5 +167,20 @@ TEST(NodeFailures, EachStartSpeaksForItselfAndALogWithoutFailuresHasNone) {
   EXPECT_TRUE(node_failures("   rank  host   local\n      0  node1      0  cpu\n|  1 |  100 |\n").empty());
 }
 
+// dlscale's own line names the silent node whoever ended the job; a rank
+// alive outside any collective is no node failure, but its line is kept.
+TEST(NodeFailures, DlscalesLostRanksLineNamesTheSilentNode) {
+  const std::string table = "   rank  host   local\n      0  n1      0  cpu\n      1  n2      0  cpu\n      2  n2      1  cpu\n";
+  const std::string silent =
+      "ranks 1, 2 (n2) silent for 6 s, last in the gradient all-reduce #9 at iteration 3; rank 0 waits in the "
+      "gradient all-reduce #10";
+  const std::string log = table + "dlscale: lost ranks: " + silent + "\n";
+  EXPECT_EQ(describe(node_failures(log)), "n2 failed (ranks 1, 2)");
+  EXPECT_EQ(lost_rank_lines(log), std::vector<std::string>{silent});
+  const std::string alive = table + "dlscale: lost ranks: rank 1 (n2) is alive but has not entered #10: it left ...\n";
+  EXPECT_TRUE(node_failures(alive).empty());
+  EXPECT_EQ(lost_rank_lines(alive).size(), 1u);
+}
+
 }  // namespace
 }  // namespace dlscale
