@@ -20,6 +20,15 @@ ShuffleMode parse_shuffle(const std::string& name) {
   fail("unknown shuffle mode '" + name + "' (expected once, every-epoch or never)");
 }
 
+std::string shuffle_name(ShuffleMode mode) {
+  switch (mode) {
+    case ShuffleMode::once: return "once";
+    case ShuffleMode::every_epoch: return "every-epoch";
+    case ShuffleMode::never: return "never";
+  }
+  return "unknown";
+}
+
 DistributedSampler::DistributedSampler(std::int64_t num_samples, std::int64_t global_batch, int rank, int world,
                                        ShuffleMode shuffle, std::uint64_t seed)
     : num_samples_(num_samples),

@@ -11,6 +11,7 @@ namespace dlscale {
 
 enum class ShuffleMode { once, every_epoch, never };
 ShuffleMode parse_shuffle(const std::string& name);  // "once" | "every-epoch" | "never"
+std::string shuffle_name(ShuffleMode mode);          // its inverse
 
 class DistributedSampler {
  public:

@@ -140,6 +140,29 @@ std::string restored_fingerprint(const TrainingState& s, Network& net, Optimizer
   return std::to_string(s.iteration) + " " + std::to_string(h);
 }
 
+// The stored position means "batch b of epoch e as the sampler ordered it
+// for this batch size, seed and shuffle": a resume that changes any of them
+// would continue at another place than where the run stopped. Checkpoints
+// written before these attributes existed are only checked by the trainer.
+void refuse_changed_meaning(const std::string& path, std::map<std::string, std::string>& attrs,
+                            const CheckpointIdentity& id) {
+  auto refuse = [&](const char* option, const std::string& then, const std::string& now) {
+    throw UsageError(path + " was written with " + option + " = " + then + ", this run has " + option + " = " + now +
+                     "; its position (epoch " + attrs["epoch"] + ", batch " + attrs["batch_in_epoch"] +
+                     " of the epoch) means another place in the data with another " + option + ", so resume with " +
+                     option + " = " + then + " (or start a new run)");
+  };
+  if (attrs.count("mini_batch_size") && attrs["mini_batch_size"] != std::to_string(id.mini_batch_size))
+    refuse("mini-batch-size", attrs["mini_batch_size"], std::to_string(id.mini_batch_size));
+  if (attrs.count("seed") && attrs["seed"] != std::to_string(id.seed))
+    refuse("seed", attrs["seed"], std::to_string(id.seed));
+  if (attrs.count("shuffle") && attrs["shuffle"] != id.shuffle) refuse("shuffle", attrs["shuffle"], id.shuffle);
+  if (attrs.count("sampler_version") && attrs["sampler_version"] != std::to_string(kSamplerVersion))
+    throw UsageError(path + " was written by a dlscale whose sampler orders samples otherwise (sampler version " +
+                     attrs["sampler_version"] + ", this one " + std::to_string(kSamplerVersion) +
+                     "); its position cannot be continued: start a new run, or resume with that version");
+}
+
 }  // namespace
 
 std::string write_checkpoint(const std::string& dir, Network& net, Optimizer& optimizer, const TrainingState& state,
@@ -161,6 +184,11 @@ std::string write_checkpoint(const std::string& dir, Network& net, Optimizer& op
                        {"world_size", std::to_string(comm.size())},
                        {"network_hash", id.network_hash},
                        {"config_hash", id.config_hash},
+                       {"mini_batch_size", std::to_string(id.mini_batch_size)},
+                       {"seed", std::to_string(id.seed)},
+                       {"shuffle", id.shuffle},
+                       {"sampler_version", std::to_string(kSamplerVersion)},
+                       {"loss_scaling", id.loss_scaling ? "dynamic" : "off"},
                        {"loss_scale", format_double(state.loss_scale.scale)},
                        {"loss_scale_good_steps", std::to_string(state.loss_scale.good_steps)},
                        {"loss_scale_skipped_steps", std::to_string(state.loss_scale.skipped_steps)},
@@ -226,7 +254,8 @@ std::string choose_resume_checkpoint(const std::string& resume, const std::strin
 }
 
 TrainingState restore_checkpoint(const std::string& path, Network& net, Optimizer& optimizer,
-                                 const CheckpointIdentity& id, Communicator& comm, std::vector<std::string>& notes) {
+                                 const CheckpointIdentity& id, Communicator& comm, std::vector<std::string>& notes,
+                                 const LossScaleState& fresh_loss_scale) {
   std::map<std::string, std::string> attrs;
   {
     auto lock = hdf5_lock();
@@ -236,11 +265,13 @@ TrainingState restore_checkpoint(const std::string& path, Network& net, Optimize
                             "random_streams"})
       attrs[key] = read_string_attribute(file.get(), key, path);
     for (const char* key : {"loss_scale", "loss_scale_good_steps", "loss_scale_skipped_steps",
-                            "loss_scale_skips_in_a_row"})
+                            "loss_scale_skips_in_a_row", "mini_batch_size", "seed", "shuffle", "sampler_version",
+                            "loss_scaling"})
       if (H5Aexists(file.get(), key) > 0) attrs[key] = read_string_attribute(file.get(), key, path);
   }
   if (attrs["network_hash"] != id.network_hash)
     fail(path + " was written for another network (layers, input or precision differ); resume needs the same network");
+  refuse_changed_meaning(path, attrs, id);
   if (attrs["config_hash"] != id.config_hash) notes.push_back("options changed since " + path + " was written");
   load_weights(path, net);
   optimizer.prepare(net.params());
@@ -260,15 +291,20 @@ TrainingState restore_checkpoint(const std::string& path, Network& net, Optimize
     net.decorrelate_random_streams(comm.rank());
   }
   TrainingState s;
+  s.loss_scale = fresh_loss_scale;
   s.iteration = std::stoll(attrs["iteration"]);
   s.epoch = std::stoll(attrs["epoch"]);
   s.batch_in_epoch = std::stoll(attrs["batch_in_epoch"]);
   s.samples_seen = std::stoll(attrs["samples_seen"]);
   s.best_validation_loss = std::stod(attrs["best_validation_loss"]);
   s.validations_without_improvement = std::stoi(attrs["validations_without_improvement"]);
-  // Checkpoints of older versions have no loss-scale state: the run then
-  // starts loss scaling afresh.
-  if (attrs.count("loss_scale_good_steps")) {
+  // Checkpoints of older versions have no loss-scale state, and one written
+  // without loss scaling holds scale 1: the run then starts loss scaling
+  // afresh, at initial-loss-scale (the state the trainer set before).
+  const bool scaled_then = attrs.count("loss_scaling") ? attrs["loss_scaling"] == "dynamic" : true;
+  if (id.loss_scaling && !scaled_then)
+    notes.push_back(path + " was written without loss scaling: dynamic loss scaling starts at initial-loss-scale");
+  if (attrs.count("loss_scale_good_steps") && (scaled_then || !id.loss_scaling)) {
     s.loss_scale.scale = std::stod(attrs["loss_scale"]);
     s.loss_scale.good_steps = std::stoll(attrs["loss_scale_good_steps"]);
     s.loss_scale.skipped_steps = std::stoll(attrs["loss_scale_skipped_steps"]);

@@ -32,7 +32,20 @@ struct TrainingState {
 struct CheckpointIdentity {
   std::string network_hash;  // layers, input and precision: must match to resume
   std::string config_hash;   // all options: a change is allowed, and said
+  // What the stored position (epoch, batch of the epoch) means: the batch
+  // the sampler hands out next follows from these, so a resume that changes
+  // one would train part of an epoch twice, skip it, or (a larger batch) find
+  // no batch left and never advance. Each is refused naming its option.
+  std::int64_t mini_batch_size = 0;
+  std::uint64_t seed = 0;
+  std::string shuffle;
+  bool loss_scaling = false;  // dynamic loss scaling on: a checkpoint without it resumes at initial-loss-scale
 };
+
+// The order in which DistributedSampler hands out samples for (seed,
+// shuffle, epoch); stored in checkpoints, so a resume into a sampler that
+// orders them otherwise is refused. Bump it when the sampler's order changes.
+inline constexpr int kSamplerVersion = 1;
 
 // Collective (gathers every rank's random streams); rank 0 writes
 // ckpt-<iteration>.h5 into dir and then prunes: of the checkpoints older than
@@ -65,7 +78,13 @@ std::string choose_resume_checkpoint(const std::string& resume, const std::strin
 // rank. A different world size re-splits the data (said in notes); a
 // different network is an error naming the file. Before returning, every rank
 // confirms it restored the same iteration and the same parameters as rank 0.
+// A checkpoint whose position means another place in the data with this
+// run's options (mini-batch-size, seed, shuffle, sampler version) is refused
+// with a UsageError naming the option. fresh_loss_scale is the state loss
+// scaling starts from in this run; it is kept when the checkpoint was
+// written without loss scaling.
 TrainingState restore_checkpoint(const std::string& path, Network& net, Optimizer& optimizer,
-                                 const CheckpointIdentity& id, Communicator& comm, std::vector<std::string>& notes);
+                                 const CheckpointIdentity& id, Communicator& comm, std::vector<std::string>& notes,
+                                 const LossScaleState& fresh_loss_scale = {});
 
 }  // namespace dlscale

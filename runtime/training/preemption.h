@@ -18,6 +18,15 @@ inline constexpr const char* kPreemptedMarker = "preempted";
 inline constexpr const char* kLostRankMarker = "lost-rank";
 
 void install_preemption_handlers();
+// How long a signalled process waits for the next step boundary (where it
+// checkpoints and exits) before it gives up and exits with
+// kStepBoundaryMissedExitCode and a message saying so: a rank computing one
+// endless step, or a loop that never reaches a step, must still end on
+// SIGTERM. 0: wait for ever. Set by the trainer from collective-timeout.
+void set_step_boundary_wait(double seconds);
+// Called at each step boundary that saw the request: the bounded wait ends.
+void step_boundary_reached();
+constexpr int kStepBoundaryMissedExitCode = 143;  // as if SIGTERM had ended it
 bool preemption_requested();
 void clear_preemption_request();  // tests
 

@@ -184,6 +184,7 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
     : o_(o), comm_(comm), job_(job), plan_(plan), t_start_(t_start), t_last_checkpoint_(t_start),
       dtype_(precision_dtype(o.training_precision, plan)), watchdog_(watchdog) {
   comm_.set_watchdog(&watchdog_);
+  set_step_boundary_wait(o.collective_timeout_s);
   // Deterministic mode fixes the order of every floating-point sum over ranks
   // (gradients, losses, evaluation sums) itself, so a run does not depend on
   // which all-reduce algorithm MPI picks for the rank count and placement.
@@ -220,7 +221,8 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
   std::string network_text = to_string(o.network.input_shape) + "\n" + o.training_precision + "\n";
   if (!o.half_type().empty()) network_text += o.half_type() + "\n";
   for (const auto& line : o.network.layer_lines) network_text += line + "\n";
-  identity_ = {hash_text(network_text), hash_text(o.config_text)};
+  identity_ = {hash_text(network_text), hash_text(o.config_text), o.mini_batch_size, o.seed, shuffle_name(o.shuffle),
+               loss_scaling_enabled(o.loss_scale, o.half_type())};
   // A NCCL_ALGO that deterministic mode cannot keep fails here, before the run directory exists.
   if (o.deterministic && job.plan.all_gpu() && comm.size() > 1)
     deterministic_nccl_algo(std::getenv("NCCL_ALGO"), comm.rank());
@@ -250,6 +252,16 @@ void TrainingRun::announce() {
                  : " (" + o_.half_type() + (loss_scaler_ ? " math, dynamic loss scaling)" : " math)")));
   dir_->say(job_.table);
   for (const auto& note : job_.notes) dir_->say("note: " + note);
+  // Drop-last with the same order every epoch drops the same samples every
+  // epoch: they are never trained on.
+  const std::int64_t dropped = train_.num_samples % o_.mini_batch_size;
+  if (dropped > 0 && o_.shuffle != ShuffleMode::every_epoch)
+    dir_->say("warning: shuffle = " + shuffle_name(o_.shuffle) + " drops the same " + std::to_string(dropped) + " of " +
+              std::to_string(train_.num_samples) + " training samples every epoch (" +
+              (o_.shuffle == ShuffleMode::never ? std::string("the file's last ones") : "the permutation's last ones") +
+              ", the rest of " + std::to_string(train_.num_samples) + " / mini-batch-size " +
+              std::to_string(o_.mini_batch_size) + "); they are never trained on: use shuffle = every-epoch or a "
+              "mini-batch-size that divides the sample count");
   dir_->log("network:\n" + net_->describe());
 }
 
@@ -263,7 +275,7 @@ void TrainingRun::resume_if_asked() {
     dir_->say("resume auto: no checkpoint in " + checkpoint_dir_ + ", starting from the beginning");
     return;
   }
-  state_ = restore_checkpoint(path, *net_, *optimizer_, identity_, comm_, notes);
+  state_ = restore_checkpoint(path, *net_, *optimizer_, identity_, comm_, notes, state_.loss_scale);
   for (const auto& n : notes) dir_->say("note: " + n);
   dir_->say("resumed from " + path + " at iteration " + std::to_string(state_.iteration));
 }
@@ -275,6 +287,7 @@ bool TrainingRun::stop_requested(double local_loss) {
   double flags[3] = {preemption_requested() || state_.iteration == hooks_.stop_iteration ? 1.0 : 0.0,
                      std::isfinite(local_loss) ? 0.0 : 1.0, telemetry_->timer_due() ? 1.0 : 0.0};
   comm_.allreduce_sum(flags, 3);
+  if (flags[0] > 0) step_boundary_reached();  // the checkpoint and exit come next, bounded by their own timeouts
   telemetry_due_ = flags[2] > 0;
   if (flags[1] > 0) {
     // Weights after step j are good when step j+1's loss was finite.
@@ -306,6 +319,7 @@ bool TrainingRun::train_one_batch(const Batch& batch, const Batch* next) {
     for (;;) pause();
   if (comm_.rank() == hooks_.signal_rank && state_.iteration + 1 == hooks_.signal_iteration) kill(getpid(), hooks_.signal);
   watchdog_.set_context("iteration " + std::to_string(state_.iteration + 1));
+  watchdog_.set_iteration(state_.iteration + 1);
   StepScope step_scope(*telemetry_);
   const double wait_before = peer_wait_seconds();
   if (hooks_.slow(comm_.rank())) std::this_thread::sleep_for(std::chrono::duration<double>(hooks_.slow_s));
@@ -458,7 +472,10 @@ TrainingResult TrainingRun::run() {
   try {
     while (go_on && state_.epoch < o_.max_epochs) {
       auto batches = sampler_->epoch_batches(static_cast<int>(state_.epoch));
-      if (state_.batch_in_epoch > static_cast<std::int64_t>(batches.size()))
+      // Every pass of this loop trains at least one batch or fails: a
+      // position at or past the epoch's end (a checkpoint of older versions,
+      // which did not store its batch size) would spin here for ever.
+      if (state_.batch_in_epoch >= static_cast<std::int64_t>(batches.size()))
         fail("the checkpoint resumed from stopped after batch " + std::to_string(state_.batch_in_epoch) +
              " of an epoch, but with mini-batch-size " + std::to_string(o_.mini_batch_size) + " an epoch has " +
              std::to_string(batches.size()) + " batches; resume with the mini-batch-size it was written with");
@@ -574,6 +591,11 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   CollectiveWatchdog watchdog(o.collective_timeout_s, world.rank());
   watchdog.set_context("job setup");
   if (!o.output.empty()) watchdog.set_stop_marker(o.output + "/" + kLostRankMarker);
+  // A previous start's line is history (the Slurm script removes it too); a rank names lost ones only while none is there.
+  if (!o.output.empty() && world.rank() == 0) std::remove((o.output + "/" + kLostRankMarker).c_str());
+  // Each rank's heartbeat in the run directory, so whichever rank notices a
+  // silent one can name it (runtime/parallel/heartbeat.h, lost_ranks.h).
+  if (!o.output.empty()) watchdog.start_heartbeat(o.output + "/heartbeat", world.size(), o.output + "/log.txt");
   world.set_watchdog(&watchdog);
   JobSetup job = setup_job(o.execution_environment, world);
   // Idle ranks (parallel-auto with GPUs elsewhere) wait for the others.
@@ -582,7 +604,11 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   if (computing) {
     result = TrainingRun(o, *computing, job, job.plan.ranks[world.rank()], watchdog, t_start).run();
     world.barrier();
+    // Every rank got here: a line naming a rank silent for a while (stopped,
+    // then continued) must not requeue a job that finished.
+    if (world.rank() == 0 && !o.output.empty()) std::remove((o.output + "/" + kLostRankMarker).c_str());
   } else {
+    watchdog.set_computes(false);
     // An idle rank waits as long as the others train, so this wait cannot run
     // under the collective timeout. It is bounded by them: a computing rank
     // that fails aborts the job, one that hangs is ended by the others'

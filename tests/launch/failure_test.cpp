@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <regex>
 #include <thread>
 
 #include "cli_helpers.h"
@@ -131,6 +132,73 @@ TEST_F(FailingRank, HungRankEndsTheJobAfterTheCollectiveTimeout) {
   EXPECT_NE(r.err.find(" s in the gradient all-reduce at iteration 30"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(collective-timeout = 5 s)"), std::string::npos) << r.err;
   EXPECT_TRUE(job_processes().empty()) << "processes left behind";
+}
+
+// The one line naming whom the job waits for: to stderr, RUN/log.txt and
+// RUN/lost-rank alike.
+std::string host_name() {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+std::string lost_line(const RunResult& r) {
+  const std::string prefix = "dlscale: lost ranks: ";
+  const auto at = r.err.find(prefix);
+  if (at == std::string::npos) return "";
+  return r.err.substr(at + prefix.size(), r.err.find('\n', at) - at - prefix.size());
+}
+void expect_the_line_everywhere(const fs::path& run, const std::string& line) {
+  EXPECT_EQ(read_file(run / "lost-rank"), line + "\n");
+  EXPECT_NE(read_file(run / "log.txt").find("dlscale: lost ranks: " + line + "\n"), std::string::npos);
+}
+
+// SIGSTOP at iteration 8000 (several seconds in): rank 1 is alive but
+// silent, its heartbeat thread stopped with it.
+// Rank 0 names it as soon as its heartbeat is 5 s old (a third of the
+// timeout; a live rank's is at most about 1 s old), before the timeout ends the job.
+TEST_F(FailingRank, StoppedRankIsNamedWithItsHostAndLastCollective) {
+  RunResult r = run_command("DLSCALE_SIGNAL_AT=1:8000:" + std::to_string(SIGSTOP) + " timeout 120 " + job() +
+                                " --collective-timeout 15",
+                            dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";
+  // Its last heartbeat (at most a second before the stop) says where it was.
+  const std::string line = lost_line(r);
+  EXPECT_TRUE(std::regex_match(line, std::regex("rank 1 \\(" + host_name() +
+                                                "\\) silent for [0-9]+ s, last (in|left) [a-z -]+ #[0-9]+ at iteration "
+                                                "[0-9]+; ranks 0, 2, 3 wait in the gradient all-reduce #[0-9]+")))
+      << r.err;
+  expect_the_line_everywhere(dir / "run", line);
+  EXPECT_TRUE(job_processes().empty()) << "processes left behind";
+}
+
+// DLSCALE_HANG_AT: rank 1's main thread waits for ever outside any
+// collective, its heartbeat fresh. Named at the timeout, as computing
+// outside any collective.
+TEST_F(FailingRank, RankStuckOutsideAnyCollectiveIsNamedAtTheTimeout) {
+  RunResult r = run_command("DLSCALE_HANG_AT=1:30 timeout 120 " + job() + " --collective-timeout 8", dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";
+  const std::string line = lost_line(r);
+  EXPECT_EQ(line.rfind("rank 1 (" + host_name() + ") is alive but has not entered #", 0), 0u) << r.err;
+  EXPECT_NE(line.find(" at iteration 29 "), std::string::npos) << line;
+  EXPECT_NE(line.find(" ago and computes outside any collective; ranks 0, 2, 3 wait in the gradient all-reduce #"),
+            std::string::npos)
+      << line;
+  expect_the_line_everywhere(dir / "run", line);
+}
+
+// A rank 7 s slow in every step makes the others wait longer than a
+// heartbeat may be old (5 s here), so they look; its heartbeat is fresh and
+// it reaches every collective within the timeout: nobody is named.
+TEST_F(FailingRank, SlowRankIsNotCalledLost) {
+  RunResult r = run_command("DLSCALE_SLOW_RANK=1:7000 timeout 300 " + job() +
+                                " --collective-timeout 15 --max-epochs 1 --mini-batch-size 2000",
+                            dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(lost_line(r), "") << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "lost-rank"));
+  EXPECT_TRUE(fs::exists(dir / "run" / "model.h5"));
 }
 
 // Slurm's --signal delivers SIGUSR1: every rank stops at the same step

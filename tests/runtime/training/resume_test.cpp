@@ -16,6 +16,7 @@
 #include <functional>
 
 #include "io/hdf5.h"
+#include "io/sampler.h"
 #include "io/shard_writer.h"
 #include "io/text_tokens.h"
 #include "runtime/training/checkpoint.h"
@@ -272,6 +273,45 @@ TEST_F(Resume, FreshRunIntoAFolderWithCheckpointsIsRefusedUnlessOverwrite) {
   }
 }
 
+// The stored position (batch 15 of epoch 0) means another place in the data
+// with another batch size, seed or shuffle. With mini-batch-size 32 an epoch
+// has exactly 15 batches: that resume used to find no batch left and spin at
+// 100 % CPU for ever. Each change is refused naming its option, and nothing
+// of the stopped run is lost.
+TEST_F(Resume, ResumeThatChangesWhatThePositionMeansIsRefused) {
+  Communicator comm;
+  train_stopping_at(options(dir_, "meaning"), comm, 15);  // ckpt-7, ckpt-14 and the stop's ckpt-15
+  struct Change {
+    const char* option;
+    std::function<void(TrainingOptions&)> apply;
+    const char* said;
+  };
+  const std::vector<Change> changes = {
+      {"mini-batch-size", [](TrainingOptions& o) { o.mini_batch_size = 32; }, "mini-batch-size = 16, this run has mini-batch-size = 32"},
+      {"seed", [](TrainingOptions& o) { o.seed = 4; }, "seed = 3, this run has seed = 4"},
+      {"shuffle", [](TrainingOptions& o) { o.shuffle = ShuffleMode::once; }, "shuffle = every-epoch, this run has shuffle = once"}};
+  for (const auto& c : changes) {
+    SCOPED_TRACE(c.option);
+    auto o = options(dir_, "meaning");
+    o.resume = "auto";
+    c.apply(o);
+    try {
+      trainnet(o, comm);
+      ADD_FAILURE() << "a resume with another " << c.option << " must be refused";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.said), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("ckpt-15.h5"), std::string::npos) << e.what();
+    }
+  }
+  const fs::path ckpt = dir_ / "meaning" / "checkpoints";
+  if (comm.rank() == 0)
+    EXPECT_EQ(names_in(ckpt), (std::vector<std::string>{"ckpt-14.h5", "ckpt-15.h5", "ckpt-7.h5"}));
+  comm.barrier();
+  auto o = options(dir_, "meaning");  // unchanged: it goes on to the end
+  o.resume = "auto";
+  EXPECT_EQ(trainnet(o, comm).iterations, 90);
+}
+
 TEST_F(Resume, ExplicitOlderCheckpointSetsTheNewerOnesAside) {
   Communicator comm;
   train_stopping_at(options(dir_, "branch"), comm, 20);  // 7, 14, 20
@@ -306,8 +346,9 @@ TEST_F(Resume, RanksRestoringDifferentContentsAreStopped) {
   train_stopping_at(options(dir_, "differ"), comm, 14);  // 7, 14
   const fs::path ckpt = dir_ / "differ" / "checkpoints";
   const std::string path = (ckpt / (comm.rank() == 0 ? "ckpt-14.h5" : "ckpt-7.h5")).string();
-  const CheckpointIdentity id{attribute(path, "network_hash"), attribute(path, "config_hash")};
   auto o = options(dir_, "differ");
+  const CheckpointIdentity id{attribute(path, "network_hash"), attribute(path, "config_hash"), o.mini_batch_size,
+                              o.seed, shuffle_name(o.shuffle)};
   Network net(o.network, DType::f32, o.seed);
   auto optimizer = make_optimizer(o.solver);
   std::vector<std::string> notes;
