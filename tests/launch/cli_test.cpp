@@ -43,7 +43,8 @@ class Cli : public ::testing::Test {
     EXPECT_EQ(r.err.rfind("dlscale: error: ", 0), 0u) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-    EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
+    EXPECT_FALSE(fs::exists(dir / "run-big" / "model.h5"));
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
   }
   fs::path dir;
 };
@@ -228,16 +229,18 @@ TEST_F(Cli, OutOfMemoryNamesRankIterationAndKeepsEarlierOutputs) {
   const std::string log_before = read_file(dir / "run" / "log.txt");
 
   RunResult r = run_command("ulimit -v 3145728 && " + dlscale_binary() + " train " + (dir / "mlp.ini").string() +
-                                " --output " + (dir / "run").string() + " " + net +
-                                "--resume auto --max-epochs 2 --mini-batch-size 512",
+                                " --output " + (dir / "run-big").string() + " " + net +
+                                "--checkpoint-path " + (dir / "run-big-checkpoints").string() +
+                                " --max-epochs 2 --mini-batch-size 512",
                             dir);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("rank 0 ran out of memory at iteration 5 with 512 samples per mini-batch on this rank; "
+  EXPECT_NE(r.err.find("rank 0 ran out of memory at iteration 1 with 512 samples per mini-batch on this rank; "
                        "lower mini-batch-size"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("no checkpoint was written by this run"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run-big" / "model.h5"));
   EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
   EXPECT_EQ(read_file(checkpoint), checkpoint_before);
   EXPECT_EQ(read_file(dir / "run" / "log.txt").substr(0, log_before.size()), log_before);
