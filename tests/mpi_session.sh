@@ -8,6 +8,9 @@
 # under $TMPDIR, removed when the command ends, whatever its exit code.
 #   mpi_session.sh COMMAND [ARGS...]
 set -u
+# $TMPDIR may not exist yet: the cluster tests point it into the node
+# cluster's shared folder, which cluster_env.sh creates only after this runs.
+mkdir -p "${TMPDIR:-/tmp}" || exit 1
 session=$(mktemp -d "${TMPDIR:-/tmp}/dlscale-ompi-XXXXXX") || exit 1
 export OMPI_MCA_orte_tmpdir_base=$session
 # A TERM from CTest's timeout reaches this shell; pass it on, then clean up.
