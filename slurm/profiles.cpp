@@ -84,6 +84,12 @@ const std::vector<Key>& keys() {
        }},
       {"gpu-bind", true, false, [](Profile& p, const Place&, const std::string& v) { p.gpu_bind = v; }},
       {"mpi", true, false, [](Profile& p, const Place&, const std::string& v) { p.mpi = v; }},
+      {"pmix-fence", true, false,
+       [](Profile& p, const Place& at, const std::string& v) {
+         if (v != "ring" && v != "tree" && v != "mixed")
+           throw UsageError(at.where() + "pmix-fence = " + v + ": expected ring, tree or mixed");
+         p.pmix_fence = v;
+       }},
       {"sbatch", true, true,
        [](Profile& p, const Place& at, const std::string& v) {
          if (v.empty() || v[0] != '-')

@@ -28,6 +28,10 @@ struct Profile {
   int gpus_per_task = 0;
   std::string gpu_bind;  // srun --gpu-bind; empty: per_task:N with gpus-per-task, none with gpus-per-node
   std::string mpi = "pmix";                // srun --mpi
+  // SLURM_PMIX_FENCE for srun --mpi=pmix*: the job script sets it whatever
+  // the submitting shell had (Slurm's tree fence can crash MPI_Init across
+  // nodes; runtime/parallel/mpi_env.h).
+  std::string pmix_fence = "ring";
   std::vector<std::string> sbatch_options;  // extra "#SBATCH" options, e.g. --constraint=a100
   std::vector<std::string> modules;         // `module load` before training
   bool stage_data = false;                  // copy datasets to node-local storage first

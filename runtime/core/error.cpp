@@ -24,7 +24,11 @@ void check_mpi(int rc, const char* call, const char* file, int line) {
   char detail[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(rc, detail, &length);
-  fail_call("MPI communication failed", call, std::string_view(detail, length), file, line);
+  try {
+    fail_call("MPI communication failed", call, std::string_view(detail, length), file, line);
+  } catch (const Error& e) {
+    throw MpiError(e.what());
+  }
 }
 
 void check_hdf5(long long rc, const char* call, const char* file, int line) {

@@ -22,6 +22,13 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+// An MPI call that failed: most often a peer gone (its node, its link), which
+// the trainer names from the heartbeats before the error ends the rank.
+class MpiError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Throws Error("<message>") for mistakes of the user (bad option, bad file):
 // those need no file:line, they need the name of the thing that is wrong.
 [[noreturn]] void fail(const std::string& message);
@@ -30,6 +37,7 @@ class UsageError : public Error {
 [[noreturn]] void fail_call(std::string_view message, std::string_view call, std::string_view detail,
                             const char* file, int line);
 
+// Throws MpiError, worded as fail_call.
 void check_mpi(int rc, const char* call, const char* file, int line);
 // HDF5 calls return a negative herr_t/hid_t on failure.
 void check_hdf5(long long rc, const char* call, const char* file, int line);

@@ -33,6 +33,12 @@ class FixedOrderAllreduce {
   // comm: its point-to-point messages with `tag` (and tag + 1) belong to this
   // reduction alone; reductions in flight at once need distinct tags.
   FixedOrderAllreduce(MPI_Comm comm, int tag);
+  // Destroyed in flight (wait() or test() threw: an MPI error, a peer gone),
+  // its receives may still be posted: MPI can yet write into its scratch and
+  // the caller's buffer. Both are then kept until the process exits (which
+  // follows such an error) instead of freed, so a late message cannot land
+  // in memory reused for something else.
+  ~FixedOrderAllreduce();
   FixedOrderAllreduce(const FixedOrderAllreduce&) = delete;
   FixedOrderAllreduce& operator=(const FixedOrderAllreduce&) = delete;
 

@@ -52,7 +52,7 @@ std::optional<Heartbeat> read_heartbeat(const std::string& dir, int rank) {
 }
 
 HeartbeatWriter::HeartbeatWriter(std::string dir, int rank, const CollectiveRecord& record, double period_s)
-    : dir_(std::move(dir)), record_(record), period_s_(period_s) {
+    : dir_(std::move(dir)), record_(record), link_(dir_, rank), period_s_(period_s) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   beat_.rank = rank;
@@ -105,6 +105,7 @@ bool HeartbeatWriter::write_once() {
   // create, after every check a user's mistake could fail.
   std::error_code ec;
   std::filesystem::create_directory(dir_, ec);
+  link_.beat();
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (!f) return false;

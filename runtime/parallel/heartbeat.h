@@ -1,11 +1,13 @@
 // A heartbeat that does not depend on MPI making progress: a thread of each
 // rank's own rewrites RUN/heartbeat/rank-N every second (temporary file,
 // then rename) with its host, pid, the time and the collective it is in or
-// left last (from its CollectiveRecord). A rank whose file stops changing is
-// silent (stopped, killed, its node gone); a rank whose file is fresh but
-// whose last collective is behind the others' computes outside any
-// collective. The run directory is on the shared filesystem every rank
-// writes to, so any rank can read every file without MPI.
+// left last (from its CollectiveRecord), and sends rank 0 the same beat as a
+// datagram (link_beat.h), which a cut link stops while the file goes on.
+// A rank whose file stops changing is silent (stopped, killed, its node
+// gone); a rank whose file is fresh but whose last collective is behind the
+// others' computes outside any collective. The run directory is on the
+// shared filesystem every rank writes to, so any rank can read every file
+// without MPI.
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +18,7 @@
 #include <thread>
 
 #include "runtime/parallel/collective_record.h"
+#include "runtime/parallel/link_beat.h"
 
 namespace dlscale {
 
@@ -27,6 +30,9 @@ struct Heartbeat {
   double time = 0;             // when it was written (wall clock of the rank's host)
   bool computes = true;        // false: an idle rank (parallel-auto with GPUs elsewhere)
   std::optional<CollectiveEntry> last;  // the collective entered last
+  // Not in the file: rank 0 sets it when its LinkListener stopped hearing a
+  // rank whose file is fresh (link_beat.h); time is then when it was heard last.
+  bool unreachable = false;
 };
 
 std::string heartbeat_file(const std::string& dir, int rank);
@@ -53,6 +59,7 @@ class HeartbeatWriter {
 
   std::string dir_;
   const CollectiveRecord& record_;
+  LinkBeatSender link_;  // the same beat over the network, to rank 0
   Heartbeat beat_;
   double period_s_;
   mutable std::mutex mutex_;

@@ -80,7 +80,11 @@ LostRanks name_lost_ranks(const std::vector<std::optional<Heartbeat>>& beats, do
       const std::string last = b->last ? (b->last->ended == 0 ? "last in " : "last left ") + collective(*b->last) +
                                              where(*b->last)
                                        : std::string("before its first collective");
-      add({b->host, " silent for ", ", " + last}, rank, now - b->time);
+      if (b->unreachable)
+        add({b->host, " unreachable over the network for ", ", " + last + " (alive by its heartbeat file: a cut link?)"},
+            rank, now - b->time);
+      else
+        add({b->host, " silent for ", ", " + last}, rank, now - b->time);
       continue;
     }
     if (target && b->last && b->last->seq == target->seq && b->last->ended == 0) {

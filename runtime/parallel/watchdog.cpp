@@ -68,8 +68,19 @@ void CollectiveWatchdog::set_stop_marker(const std::string& path) {
 }
 
 void CollectiveWatchdog::start_heartbeat(const std::string& dir, int world_size, const std::string& log_path) {
+  // Rank 0 listens before any rank can beat, so none is missed at start.
+  std::unique_ptr<LinkListener> listener;
+  if (rank_ == 0 && world_size > 1) {
+    try {
+      listener = std::make_unique<LinkListener>(dir, world_size);
+    } catch (const std::exception& e) {
+      // Without it the file heartbeat still names stopped and killed ranks.
+      std::fprintf(stderr, "dlscale: warning: %s; a cut link will not be named\n", e.what());
+    }
+  }
   auto writer = std::make_unique<HeartbeatWriter>(dir, rank_, record_);
   std::lock_guard<std::mutex> lock(mutex_);
+  listener_ = std::move(listener);
   heartbeat_ = std::move(writer);
   heartbeat_started_ = wall_seconds() - 1;  // the writer's first beat came just before
   heartbeat_dir_ = dir;
@@ -93,7 +104,18 @@ std::string CollectiveWatchdog::lost_ranks_line(bool at_timeout) {
   }
   // This rank's own state, first hand: its file may lag by a beat.
   if (rank_ < world_size_ && beats[rank_]) beats[rank_]->time = wall_seconds(), beats[rank_]->last = record_.last();
-  LostRanks lost = name_lost_ranks(beats, wall_seconds(), silent_after_s(), at_timeout);
+  // A rank heard over the network before, and no longer, while its file is
+  // fresh: its node reaches the run directory but not this rank (a cut link).
+  // Both ages are read on this host's clock where they can be: a peer's
+  // clock ahead by seconds must not make it unreachable.
+  const double now = wall_seconds();
+  if (listener_)
+    for (int r = 0; r < world_size_; ++r)
+      if (const double heard = listener_->last_heard(r); r != rank_ && beats[r] && heard > 0 &&
+                                                        now - heard > silent_after_s() &&
+                                                        now - beats[r]->time <= silent_after_s())
+        beats[r]->time = heard, beats[r]->unreachable = true;
+  LostRanks lost = name_lost_ranks(beats, now, silent_after_s(), at_timeout);
   return at_timeout || lost.any_silent ? lost.line : std::string();
 }
 
@@ -110,6 +132,20 @@ void CollectiveWatchdog::report_lost_ranks(const std::string& line) {
   if (!log_path_.empty())
     if (std::FILE* f = std::fopen(log_path_.c_str(), "a")) std::fputs(text.c_str(), f), std::fclose(f);
   if (!stop_marker_.empty()) write_first(stop_marker_, line + "\n", rank_);
+}
+
+void CollectiveWatchdog::name_lost_ranks_after_mpi_error() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!heartbeat_ || reported_) return;
+  const double end = now_s() + silent_after_s() + 2;
+  for (;;) {
+    // A peer killed a moment ago still has a fresh file: wait until it is stale.
+    if (std::string line = lost_ranks_line(false); !line.empty()) return report_lost_ranks(line);
+    if (now_s() >= end) return;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    lock.lock();
+  }
 }
 
 void CollectiveWatchdog::watch() {

@@ -7,6 +7,8 @@
 // on (start_heartbeat) the watchdog names the ranks the job waits for
 // (runtime/parallel/lost_ranks.h): as soon as a peer's heartbeat has been
 // silent for silent_after_s() while this rank waits, and at the timeout.
+// Rank 0 also listens for every rank's beats over the network (link_beat.h)
+// and names a rank it stopped hearing while its file is fresh: a cut link.
 #pragma once
 
 #include <atomic>
@@ -19,6 +21,7 @@
 
 #include "runtime/parallel/collective_record.h"
 #include "runtime/parallel/heartbeat.h"
+#include "runtime/parallel/link_beat.h"
 
 namespace dlscale {
 
@@ -50,6 +53,11 @@ class CollectiveWatchdog {
   void start_heartbeat(const std::string& dir, int world_size, const std::string& log_path);
   // An idle rank (parallel-auto with GPUs elsewhere) is never waited for.
   void set_computes(bool computes);
+  // After an MPI call failed (a peer's connection closed: killed, its node
+  // gone), looks at the heartbeats for at most silent_after_s() + 2 s and
+  // names the ranks gone silent, before the error ends this rank: MPI's
+  // message names at most a host, and only sometimes.
+  void name_lost_ranks_after_mpi_error();
   // A heartbeat older than this is silent: a third of the timeout, 2 to 5 s
   // (beats come every second; a live rank's are at most ~1 s old).
   double silent_after_s() const;
@@ -71,6 +79,7 @@ class CollectiveWatchdog {
   std::string context_;
   std::string stop_marker_;
   CollectiveRecord record_;
+  std::unique_ptr<LinkListener> listener_;  // rank 0's: the beats over the network
   std::unique_ptr<HeartbeatWriter> heartbeat_;
   std::string heartbeat_dir_, log_path_;
   int world_size_ = 0;

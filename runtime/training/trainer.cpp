@@ -602,7 +602,12 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   std::unique_ptr<Communicator> computing = world.split(job.plan.ranks[world.rank()].computes);
   TrainingResult result;
   if (computing) {
-    result = TrainingRun(o, *computing, job, job.plan.ranks[world.rank()], watchdog, t_start).run();
+    try {
+      result = TrainingRun(o, *computing, job, job.plan.ranks[world.rank()], watchdog, t_start).run();
+    } catch (const MpiError&) {
+      watchdog.name_lost_ranks_after_mpi_error();
+      throw;
+    }
     world.barrier();
     // Every rank got here: a line naming a rank silent for a while (stopped,
     // then continued) must not requeue a job that finished.

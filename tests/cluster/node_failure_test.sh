@@ -101,7 +101,24 @@ for fault in $faults; do
     for ((i = 0; i < 30; i++)); do [ -r "/proc/$p/stat" ] && [ "$(awk '{print $3}' "/proc/$p/stat")" != Z ] || break; sleep 1; done
     [ ! -r "/proc/$p/stat" ] || [ "$(awk '{print $3}' "/proc/$p/stat")" = Z ] || fail "rank pid $p of $job still runs on $survivor after the $fault of $victim"
   done
-  grep -q "$victim" <(grep -i "fail\|error\|timed out\|peer host" "$log") || fail "the log of $job does not name $victim: $(tail -n 20 "$log")"
+  # dlscale's own line names the node and its ranks, whichever detector
+  # (Slurm, Open MPI, the watchdog) ended the start: its heartbeat files
+  # stop (kill, restart) or its beats over the network do (link).
+  lost_line=$(grep -m 1 "^dlscale: lost ranks: " "$log" || true)
+  [[ $lost_line == *" ($victim) "@(silent|unreachable)* ]] ||
+    fail "no lost-ranks line names $victim after the $fault (first: '$lost_line'): $(grep -v '^|' "$log" | tail -n 20)"
+  # Its clauses (one per host and state) together name exactly the node's ranks.
+  lost_ranks_named=$(python3 -c '
+import re, sys
+ranks = []
+for clause in sys.argv[1].split("lost ranks: ", 1)[1].split("; "):
+    m = re.match(r"ranks? ([0-9, -]+) \((\S+)\) (silent|unreachable)", clause)
+    if m and m.group(2) == sys.argv[2]:
+        for part in m.group(1).split(", "):
+            a, _, b = part.partition("-")
+            ranks += range(int(a), int(b or a) + 1)
+print(",".join(map(str, sorted(ranks))))' "$lost_line" "$victim")
+  [ "$lost_ranks_named" = "$victim_ranks" ] || fail "the lost-ranks line names ranks '$lost_ranks_named' on $victim, not $victim_ranks: $lost_line"
   # Requeued: it resumes from a checkpoint and finishes.
   state=$(wait_job "$job" 600)
   [ "$state" = done ] || fail "$job after the $fault ended $state: $(tail -n 30 "$log")"
@@ -120,6 +137,7 @@ for fault in $faults; do
     fail "test accuracy after the $fault $accuracy, without a failure $reference_accuracy"
   cmp -s "$scratch/jobs/$reference/run/model.h5" "$scratch/jobs/$job/run/model.h5" && same="bitwise the same model" || same="a different model"
   echo "$fault of $victim: the first start ended after ${ended_after} s (bound $collective_timeout + $node_timeout s); $(grep -o 'resumed from .*' "$log" | sed 's#.*/##'); accuracy $accuracy vs $reference_accuracy, $same"
+  echo "  $lost_line"
 
   # The node comes back and takes jobs again.
   bring_back_node "$victim" || fail "$victim did not come back after the $fault"

@@ -107,6 +107,7 @@ struct StandIns {
   bool finished_before = false;     // run/model.h5 exists
   std::string restart_count;        // SLURM_RESTART_COUNT, when set
   std::string pmix_fence;           // SLURM_PMIX_FENCE, when set
+  std::string profile_fence;        // the profile's pmix-fence, when set
 };
 ScriptRun run_with_stand_ins(const std::string& name, const StandIns& how) {
   namespace fs = std::filesystem;
@@ -131,6 +132,7 @@ ScriptRun run_with_stand_ins(const std::string& name, const StandIns& how) {
                                           << shell_quote((dir / "scontrol.calls").string()) << "\n";
   for (const char* tool : {"srun", "scontrol"}) fs::permissions(dir / "bin" / tool, fs::perms::owner_all);
   ScriptSpec s = base_spec("slurm");
+  if (!how.profile_fence.empty()) s.profile.pmix_fence = how.profile_fence;
   s.job_dir = (dir / "job").string();
   s.submit_dir = dir.string();
   std::ofstream(dir / "job.sh") << job_script(s);
@@ -167,14 +169,18 @@ TEST(JobScript, LostRankMarkerRequeuesAtMostThreeTimes) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
 }
 
-// srun --mpi=pmix runs with Slurm's ring fence unless the user chose one:
-// Slurm 22.05's tree fence spans only the local node when TreeWidth exceeds
-// the node count, which let ranks leave MPI_Init before the other nodes
-// joined (cluster_startup_barrier tests the real fence; docs/running.md).
-TEST(JobScript, PmixJobsUseTheRingFenceUnlessTheUserChoseOne) {
+// srun --mpi=pmix runs with Slurm's ring fence even when the submitting
+// shell set another (sbatch passes its environment on): Slurm 22.05's tree
+// fence spans only the local node when TreeWidth exceeds the node count,
+// which let ranks leave MPI_Init before the other nodes joined
+// (cluster_startup_barrier tests the real fence; docs/running.md). Only the
+// profile's pmix-fence changes it.
+TEST(JobScript, PmixJobsUseTheRingFenceUnlessTheProfileSaysOtherwise) {
   EXPECT_NE(run_with_stand_ins("fence-default", {}).srun_calls.find("(SLURM_PMIX_FENCE=ring)"), std::string::npos);
-  EXPECT_NE(run_with_stand_ins("fence-tree", {.pmix_fence = "tree"}).srun_calls.find("(SLURM_PMIX_FENCE=tree)"),
-            std::string::npos);
+  const std::string inherited = run_with_stand_ins("fence-tree", {.pmix_fence = "tree"}).srun_calls;
+  EXPECT_NE(inherited.find("(SLURM_PMIX_FENCE=ring)"), std::string::npos) << inherited;
+  const std::string chosen = run_with_stand_ins("fence-profile", {.profile_fence = "mixed"}).srun_calls;
+  EXPECT_NE(chosen.find("(SLURM_PMIX_FENCE=mixed)"), std::string::npos) << chosen;
 }
 
 // The ranks left run/lost-rank, but srun waits without end (for the step on

@@ -46,6 +46,7 @@ job-root = /scratch/me/jobs#1
 type = slurm
 gpus-per-node = 0
 mpi = pmi2
+pmix-fence = tree
 )";
 
 std::string error_of(const std::string& text) {
@@ -82,6 +83,8 @@ TEST(Profiles, EveryKeyIsRead) {
   EXPECT_EQ(gpu.signal_lead, 600);
   EXPECT_EQ(gpu.job_root, "/scratch/me/jobs#1");  // '#' without a space before it is part of the value
   EXPECT_EQ(set.find("cpu-nodes")->mpi, "pmi2");
+  EXPECT_EQ(set.find("cpu-nodes")->pmix_fence, "tree");
+  EXPECT_EQ(gpu.pmix_fence, "ring");  // the default: the fence that cannot crash MPI_Init
   EXPECT_EQ(set.find("cpu-nodes")->job_root, "~/dlscale-jobs");
   EXPECT_EQ(set.find("cpu-nodes")->signal_lead, 120);  // the default: USR1 two minutes before the time limit
 }
@@ -144,6 +147,7 @@ TEST(Profiles, MistakesAreErrors) {
   has("[a]\ntype = slurm\nsignal-lead = -1\n", "signal-lead = -1: expected an integer >= 0");
   has("[a]\ntype = slurm\nsignal-lead = 70000\n", "signal-lead = 70000: at most 65535 seconds");
   has("[a]\nsignal-lead = 60\n", "[a] key 'signal-lead' applies to slurm profiles only");
+  has("[a]\ntype = slurm\npmix-fence = fast\n", ":3: [a] pmix-fence = fast: expected ring, tree or mixed");
   has("[a]\n[a]\n", ":2: profile [a] is defined twice");
   has("[a b]\n", ":1: bad section header '[a b]'");
   has("[a]\njust words\n", ":2: expected 'key = value'");

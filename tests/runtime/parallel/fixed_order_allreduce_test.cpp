@@ -11,6 +11,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <vector>
 
 #include "runtime/parallel/fixed_order_allreduce.h"
 #include "runtime/parallel/gradient_buckets.h"
@@ -140,6 +142,46 @@ TEST_F(FixedOrder, GradientBucketsSumInRankOrderInDeterministicMode) {
     }
     buckets.finish();
     for (int k = 0; k < 5; ++k) expect_rank_order<float>(params[k].grad, 100 * step + k, params[k].name);
+  }
+}
+
+
+// Destroyed in flight, as when wait() throws: the peers' messages arrive
+// after it all the same, and must land in memory the reduction kept, not in
+// memory handed out again. Without the keep, the scratch freed here is what
+// the next allocation of its size gets back (glibc's tcache), and the late
+// pieces overwrite it; in the address lane they are a use after free.
+TEST_F(FixedOrder, DestroyedInFlightKeepsWhatLateMessagesLandIn) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  constexpr std::int64_t kChunk = 64;  // doubles of each rank's chunk
+  constexpr int kTag = 40;
+  constexpr std::size_t kScratchBytes = kChunk * sizeof(double) * kRanks;
+  Tensor t = my_values<double>(kChunk * kRanks, rank, 9);
+  std::vector<char>* reused = nullptr;
+  if (rank == 0) {
+    try {
+      FixedOrderAllreduce sum(comm, kTag);
+      sum.start(t);  // receives posted for every peer's piece of chunk 0
+      throw std::runtime_error("wait() failed");
+    } catch (const std::runtime_error&) {
+    }
+    reused = new std::vector<char>(kScratchBytes, 0x5a);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank != 0) {
+    // Rank 0's piece of this rank's chunk, then this rank's piece of chunk 0: late.
+    std::vector<double> piece(kChunk);
+    MPI_Recv(piece.data(), kChunk, MPI_DOUBLE, 0, kTag, comm, MPI_STATUS_IGNORE);
+    std::fill(piece.begin(), piece.end(), 1.0);
+    MPI_Send(piece.data(), kChunk, MPI_DOUBLE, 0, kTag, comm);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // rank 0's progress delivers the late pieces
+  if (rank == 0) {
+    std::size_t changed = 0;
+    for (char c : *reused) changed += c != 0x5a;
+    EXPECT_EQ(changed, 0u) << "late messages wrote into memory allocated after the reduction was destroyed";
+    delete reused;
   }
 }
 

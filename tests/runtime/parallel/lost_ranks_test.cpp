@@ -4,8 +4,16 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "runtime/parallel/link_beat.h"
 #include "scratch.h"
 
 namespace dlscale {
@@ -128,6 +136,76 @@ TEST(LostRanks, RankListsJoinRunsOfThree) {
   EXPECT_EQ(rank_list({1}), "rank 1");
   EXPECT_EQ(rank_list({0, 2}), "ranks 0, 2");
   EXPECT_EQ(rank_list({0, 1, 2, 3, 5, 7, 8}), "ranks 0-3, 5, 7, 8");
+}
+
+
+TEST(LostRanks, AnUnreachableRankIsNamedAsACutLink) {
+  std::vector<std::optional<Heartbeat>> beats = {
+      beat(0, "node1", kNow - 0.5, 5124, kGrad, 0), beat(1, "node1", kNow - 0.4, 5124, kGrad, 0),
+      beat(2, "node2", kNow - 7.4, 5124, kGrad, 0), beat(3, "node2", kNow - 6.6, 5124, kGrad, 0)};
+  beats[2]->unreachable = beats[3]->unreachable = true;
+  LostRanks lost = name_lost_ranks(beats, kNow, 5, false);
+  EXPECT_EQ(lost.line,
+            "ranks 2, 3 (node2) unreachable over the network for 7 s, last in the gradient all-reduce #5124 at "
+            "iteration 320 (alive by its heartbeat file: a cut link?); ranks 0, 1 wait in the gradient all-reduce "
+            "#5124");
+  EXPECT_TRUE(lost.any_silent);
+  EXPECT_EQ(lost.silent_hosts, std::vector<std::string>{"node2"});
+}
+
+bool heard_within(const LinkListener& listener, int rank, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (listener.last_heard(rank) == 0)
+    if (std::chrono::steady_clock::now() > end) return false;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return true;
+}
+
+// The listener publishes its port and addresses, a sender that reads them
+// is heard, and a datagram without this start's token or with a rank out of
+// range counts for nothing.
+TEST(LinkBeat, ASenderIsHeardAndForeignDatagramsAreNot) {
+  const auto dir = testing::scratch_dir("link-beat");
+  LinkListener listener(dir.string(), 4);
+  // The listener's thread publishes its file; a sender before that sends nothing.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!std::ifstream(listener_file(dir.string())) && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::ifstream in(listener_file(dir.string()));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto where = parse_link_address(text);
+  ASSERT_TRUE(where) << text;
+  EXPECT_EQ(where->port, listener.address().port);
+  EXPECT_EQ(where->addresses.front(), "127.0.0.1");
+  EXPECT_FALSE(parse_link_address(text.substr(0, text.size() / 2)));
+
+  // Foreign datagrams: another token, a rank out of range, not ours at all.
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<std::uint16_t>(where->port));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  for (const std::string& d : {std::string("dlscale-link 1-2 1"), "dlscale-link " + where->token + " 4",
+                               "dlscale-link " + where->token + " -1", std::string("hello 1")})
+    sendto(fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  close(fd);
+  EXPECT_FALSE(heard_within(listener, 1, std::chrono::milliseconds(500)));
+
+  LinkBeatSender sender(dir.string(), 1);
+  sender.beat();
+  ASSERT_TRUE(heard_within(listener, 1, std::chrono::seconds(10)));
+  EXPECT_NEAR(listener.last_heard(1), wall_seconds(), 5);
+  for (int rank : {0, 2, 3}) EXPECT_EQ(listener.last_heard(rank), 0) << rank;
+}
+
+// A sender with no listener file (rank 0 not there yet) sends nothing and does not fail.
+TEST(LinkBeat, ASenderWithoutAListenerDoesNothing) {
+  const auto dir = testing::scratch_dir("link-beat-none");
+  LinkBeatSender sender(dir.string(), 2);
+  sender.beat();
+  std::ofstream(listener_file(dir.string())) << "{\"token\": \"x\"";  // cut short
+  sender.beat();
 }
 
 }  // namespace

@@ -34,10 +34,11 @@ if [ -e "$task_dir/run/model.h5" ]; then
 fi
 status=0
 
-# Slurm's ring fence: its tree fence (also the default's barrier) spans only the local node
-# when TreeWidth exceeds the step's node count (Slurm 22.05), so MPI_Init would not wait for
-# the other nodes and their first message can crash a rank still inside it.
-export SLURM_PMIX_FENCE=${SLURM_PMIX_FENCE:-ring}
+# Slurm's ring fence, whatever the submitting shell had: its tree fence (also the
+# default's barrier) spans only the local node when TreeWidth exceeds the step's node
+# count (Slurm 22.05), so MPI_Init would not wait for the other nodes and their first
+# message can crash a rank still inside it. The profile's pmix-fence changes it.
+export SLURM_PMIX_FENCE=ring
 srun --mpi='pmix' --kill-on-bad-exit=1 '/opt/dlscale/bin/dlscale' train "$task_dir/config.ini" --output "$task_dir/run" --checkpoint-path "$checkpoints" --resume auto &
 srun_pid=$!
 # srun can wait without end for a step on a node restarted faster than Slurm noticed;
