@@ -2,6 +2,9 @@
 // that catches errors: it prints them once and makes sure a failing rank
 // brings the whole job down instead of leaving the others hanging.
 #include <mpi.h>
+#ifdef __SANITIZE_ADDRESS__  // the address lane (docs/reliability.md, "Sanitizer lanes")
+#include <sanitizer/lsan_interface.h>
+#endif
 
 #include <unistd.h>
 
@@ -147,7 +150,11 @@ int main(int argc, char** argv) {
   }
   set_openmp_waiting(argv);
   dlscale::choose_mpi_defaults();
-  MPI_Init(&argc, &argv);
+  dlscale::warn_about_pmix_fence();
+  // Threads exist (the loader's, the watchdog's, the heartbeat's, OpenMP's);
+  // only the main thread calls MPI, which FUNNELED says.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int code = 0;
   try {
     code = run(argc, argv);
@@ -156,6 +163,12 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     code = end_job_with_error(e.what(), 1);
   }
+#ifdef __SANITIZE_ADDRESS__
+  // Leaks are looked for before MPI_Finalize: Open MPI unloads its
+  // components there, and their allocations then carry "<unknown module>"
+  // frames that tests/sanitizers/lsan.supp cannot match by library name.
+  __lsan_do_leak_check();
+#endif
   MPI_Finalize();
   return code;
 }
