@@ -597,6 +597,13 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   // silent one can name it (runtime/parallel/heartbeat.h, lost_ranks.h).
   if (!o.output.empty()) watchdog.start_heartbeat(o.output + "/heartbeat", world.size(), o.output + "/log.txt");
   world.set_watchdog(&watchdog);
+  // However trainnet ends, an exception included, the caller's Communicator
+  // must not keep a pointer to this watchdog: its next collective would use
+  // freed memory (the address lane found it after a refused resume).
+  struct ForgetWatchdog {
+    Communicator& world;
+    ~ForgetWatchdog() { world.set_watchdog(nullptr); }
+  } forget_watchdog{world};
   JobSetup job = setup_job(o.execution_environment, world);
   // Idle ranks (parallel-auto with GPUs elsewhere) wait for the others.
   std::unique_ptr<Communicator> computing = world.split(job.plan.ranks[world.rank()].computes);

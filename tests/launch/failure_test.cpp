@@ -157,7 +157,7 @@ void expect_the_line_everywhere(const fs::path& run, const std::string& line) {
 // Rank 0 names it as soon as its heartbeat is 5 s old (a third of the
 // timeout; a live rank's is at most about 1 s old), before the timeout ends the job.
 TEST_F(FailingRank, StoppedRankIsNamedWithItsHostAndLastCollective) {
-  RunResult r = run_command("DLSCALE_SIGNAL_AT=1:8000:" + std::to_string(SIGSTOP) + " timeout 120 " + job() +
+  RunResult r = run_command("DLSCALE_SIGNAL_AT=1:8000:" + std::to_string(SIGSTOP) + " timeout 300 " + job() +
                                 " --collective-timeout 15",
                             dir);
   EXPECT_NE(r.exit_code, 0);
