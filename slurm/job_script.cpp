@@ -242,15 +242,16 @@ void train_line(std::ostream& out, const ScriptSpec& s, const std::vector<std::s
     out << shell_quote(s.dlscale);
     if (p.tasks_per_node > 1) out << " launch -n " << p.tasks_per_node << " --";
   } else {
-    if (p.mpi.rfind("pmix", 0) == 0 && p.pmix_fence == "ring")
-      out << "# Slurm's ring fence, whatever the submitting shell had: its tree fence (also the\n"
-             "# default's barrier) spans only the local node when TreeWidth exceeds the step's node\n"
-             "# count (Slurm 22.05), so MPI_Init would not wait for the other nodes and their first\n"
-             "# message can crash a rank still inside it. The profile's pmix-fence changes it.\n"
-             "export SLURM_PMIX_FENCE=ring\n";
-    else if (p.mpi.rfind("pmix", 0) == 0)
-      out << "# The profile's pmix-fence.\n"
-             "export SLURM_PMIX_FENCE=" << p.pmix_fence << "\n";
+    if (p.mpi.rfind("pmix", 0) == 0) {
+      if (p.pmix_fence == "ring")
+        out << "# Slurm's ring fence, whatever the submitting shell had: its tree fence (also the\n"
+               "# default's barrier) spans only the local node when TreeWidth exceeds the step's node\n"
+               "# count (Slurm 22.05), so MPI_Init would not wait for the other nodes and their first\n"
+               "# message can crash a rank still inside it. The profile's pmix-fence changes it.\n";
+      else
+        out << "# The profile's pmix-fence.\n";
+      out << "export SLURM_PMIX_FENCE=" << p.pmix_fence << "\n";
+    }
     // --kill-on-bad-exit: a rank that dies (a crash, the OOM killer) ends every
     // other rank at once, instead of leaving them in a collective until a timeout.
     out << "srun --mpi=" << shell_quote(p.mpi) << " --kill-on-bad-exit=1";

@@ -10,13 +10,21 @@ namespace dlscale {
 
 void fail(const std::string& message) { throw Error(message); }
 
-void fail_call(std::string_view message, std::string_view call, std::string_view detail, const char* file,
-               int line) {
+namespace {
+// "<message> (<call> failed at <file>:<line>: <detail>)"
+std::string call_failure(std::string_view message, std::string_view call, std::string_view detail, const char* file,
+                         int line) {
   std::ostringstream text;
   text << message << " (" << call << " failed at " << file << ":" << line;
   if (!detail.empty()) text << ": " << detail;
   text << ")";
-  throw Error(text.str());
+  return text.str();
+}
+}  // namespace
+
+void fail_call(std::string_view message, std::string_view call, std::string_view detail, const char* file,
+               int line) {
+  throw Error(call_failure(message, call, detail, file, line));
 }
 
 void check_mpi(int rc, const char* call, const char* file, int line) {
@@ -24,11 +32,7 @@ void check_mpi(int rc, const char* call, const char* file, int line) {
   char detail[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(rc, detail, &length);
-  try {
-    fail_call("MPI communication failed", call, std::string_view(detail, length), file, line);
-  } catch (const Error& e) {
-    throw MpiError(e.what());
-  }
+  throw MpiError(call_failure("MPI communication failed", call, std::string_view(detail, length), file, line));
 }
 
 void check_hdf5(long long rc, const char* call, const char* file, int line) {

@@ -63,14 +63,13 @@ GradientBuckets::~GradientBuckets() {
   // waiting could block for ever when the exception came from another rank's
   // failure. The error ends the job (MPI_Abort); until then MPI may still
   // write into the buffers, so those of in-flight requests are kept alive.
-  // A fixed-order reduction's requests, scratch and communicator are kept too.
-  static auto* kept_reductions = new std::vector<std::unique_ptr<FixedOrderAllreduce>>;
+  // A fixed-order reduction destroyed in flight keeps its own scratch
+  // (~FixedOrderAllreduce); its communicator is not freed below.
   bool any = false;
   for (auto& b : buckets_) {
     if (!b.in_flight()) continue;
     any = true;
     abandoned_in_flight().push_back(std::move(b.buffer));
-    if (b.fixed) kept_reductions->push_back(std::move(b.fixed));
   }
   int finalized = 0;
   MPI_Finalized(&finalized);

@@ -15,8 +15,10 @@ std::string pmix_fence_warning(const char* fence, const char* pmix_namespace, co
   if (!slurm_pmix || !step_nodes || std::atoi(step_nodes) < 2) return "";
   if (fence && std::strcmp(fence, "ring") == 0) return "";
   const std::string which = fence && *fence ? std::string("SLURM_PMIX_FENCE=") + fence : "Slurm's default fence";
-  return "dlscale: warning: this step spans " + std::string(step_nodes) + " nodes under srun's PMIx plugin with " + which + ": Slurm's tree fence can let MPI_Init return before the other nodes joined, and a "
-         "rank then crashes in it; set SLURM_PMIX_FENCE=ring before srun (dlscale's job scripts do)\n";
+  return "dlscale: warning: this step spans " + std::string(step_nodes) + " nodes under srun's PMIx plugin with " +
+         which +
+         ": Slurm's tree fence can let MPI_Init return before the other nodes joined, and a rank then crashes in "
+         "it; set SLURM_PMIX_FENCE=ring before srun (dlscale's job scripts do)\n";
 }
 
 void warn_about_pmix_fence() {
