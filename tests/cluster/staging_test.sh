@@ -27,7 +27,11 @@ stage_folders() {
 
 for ending in normal cancel failed-rank; do
   env=()
-  [ "$ending" = failed-rank ] && env=(DLSCALE_FAIL_AT=3:150)
+  # Rank 3 fails at iteration 400 of the epoch's ~468: the check below
+  # reads the stage folders after iteration 50, and once (CI, 2 cores
+  # shared with other tests) a failure at 150 had ended the job and removed
+  # them before it looked.
+  [ "$ending" = failed-rank ] && env=(DLSCALE_FAIL_AT=3:400)
   job=$(env "${env[@]}" "$dlscale" submit cnn.ini --name "staged-$ending" --nodes 2 --tasks-per-node 2 -- "${train[@]}" |
     awk 'NR == 1 {print $2}')
   id=$(slurm_id "$job")
