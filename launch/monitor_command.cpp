@@ -113,22 +113,34 @@ std::string straggler_lines(const std::vector<Straggler>& stragglers) {
   return text;
 }
 
+std::string link_straggler_lines(const TelemetryRecord& r) {
+  std::string text, rank0_host;
+  for (const auto& s : r.ranks)
+    if (s.rank == 0) rank0_host = s.host;
+  for (const auto& l : r.link_stragglers) text += link_straggler_message(l, rank0_host, Telemetry::kLinkProbeBytes) + "\n";
+  return text;
+}
+
 std::string table(const fs::path& run, const TelemetryRecord& r, double age) {
   std::vector<std::vector<std::string>> rows = {
       {"RANK", "HOST", "DEVICE", "UTIL(%)", "MEMORY(MiB)", "DEVICE-MEMORY(MiB)", "STEP(ms)", "COMPUTE(ms)",
        "SAMPLES/S", "STRAGGLER", "AGE(s)"}};
-  auto straggling = [&](int rank) {
-    return std::any_of(r.stragglers.begin(), r.stragglers.end(), [&](const auto& s) { return s.rank == rank; });
+  auto straggling = [&](int rank) -> std::string {
+    if (std::any_of(r.stragglers.begin(), r.stragglers.end(), [&](const auto& s) { return s.rank == rank; }))
+      return "yes";
+    for (const auto& l : r.link_stragglers)
+      if (std::find(l.ranks.begin(), l.ranks.end(), rank) != l.ranks.end()) return "link";
+    return "-";
   };
   for (const auto& s : r.ranks)
     rows.push_back({std::to_string(s.rank), s.host.empty() ? "-" : s.host, s.device.empty() ? "-" : s.device,
                     fixed(s.utilization_pct, 1), fixed(s.memory_mib, 1),
                     s.device_memory_mib ? fixed(*s.device_memory_mib, 1) : "-", fixed(s.step_time_s * 1000, 3),
                     fixed(s.compute_time_s * 1000, 3), fixed(s.samples_per_second, 1),
-                    straggling(s.rank) ? "yes" : "-", fixed(age, 1)});
+                    straggling(s.rank), fixed(age, 1)});
   return run.string() + ": iteration " + std::to_string(r.iteration) + ", " + fixed(r.time_s, 1) +
          " s into the run, " + std::to_string(r.ranks.size()) + " rank(s)\n" + align_columns(rows) +
-         straggler_lines(r.stragglers);
+         straggler_lines(r.stragglers) + link_straggler_lines(r);
 }
 
 std::string finished_note(const fs::path& run) {

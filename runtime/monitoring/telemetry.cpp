@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "runtime/core/error.h"
+#include "runtime/parallel/link_probe.h"
 
 namespace dlscale {
 
@@ -125,6 +127,20 @@ std::string telemetry_line(const TelemetryRecord& r) {
                {"iteration", r.iteration},
                {"ranks", ranks},
                {"stragglers", stragglers}};
+  if (!r.links.empty()) {
+    Json links = Json::array(), slow = Json::array();
+    for (const auto& l : r.links)
+      links.push_back({{"host", l.host}, {"upload_s", rounded(l.upload_s, 6)}, {"download_s", rounded(l.download_s, 6)}});
+    for (const auto& s : r.link_stragglers)
+      slow.push_back({{"host", s.host},
+                      {"ranks", s.ranks},
+                      {"cost_s", rounded(s.cost_s, 6)},
+                      {"step_time_s", rounded(s.step_s, 6)},
+                      {"probe_s", rounded(s.probe_s, 6)},
+                      {"fastest_probe_s", rounded(s.fastest_probe_s, 6)}});
+    line["links"] = links;
+    line["link_stragglers"] = slow;
+  }
   return line.dump();
 }
 
@@ -160,6 +176,14 @@ TelemetryRecord parse_telemetry_line(const std::string& text) {
         k.step_s = s.at("step_time_s").get<double>();
         r.stragglers.push_back(std::move(k));
       }
+    if (j.contains("links"))
+      for (const auto& l : j["links"])
+        r.links.push_back({l.at("host").get<std::string>(), l.at("upload_s").get<double>(), l.at("download_s").get<double>()});
+    if (j.contains("link_stragglers"))
+      for (const auto& s : j["link_stragglers"])
+        r.link_stragglers.push_back({s.at("host").get<std::string>(), s.at("ranks").get<std::vector<int>>(),
+                                     s.at("cost_s").get<double>(), s.at("step_time_s").get<double>(),
+                                     s.at("probe_s").get<double>(), s.at("fastest_probe_s").get<double>()});
     return r;
   } catch (const nlohmann::json::exception& e) {
     fail("not a telemetry record (" + std::string(e.what()) + "): " + text.substr(0, 200));
@@ -187,6 +211,11 @@ Telemetry::Telemetry(Communicator& comm, const JobSetup& job, const std::string&
   if (me < static_cast<int>(job.threads.size())) threads_ = std::max(1, job.threads[me]);
   if (me < static_cast<int>(job.plan.ranks.size()) && job.plan.ranks[me].device.rfind("gpu", 0) == 0)
     gpu_ = nvml_index(job.ranks[me].visible_devices, job.plan.ranks[me].gpu_index);
+  if (!world_ranks_.empty() && !job.plan.all_gpu()) {
+    std::set<std::string> distinct;
+    for (int r : world_ranks_) probe_hosts_.push_back(job.ranks[r].host), distinct.insert(job.ranks[r].host);
+    if (distinct.size() < 3) probe_hosts_.clear();
+  }
   if (!writer) return;
   out_.open(file, append ? std::ios::app : std::ios::trunc);
   if (!out_) fail("cannot write " + file);
@@ -224,6 +253,14 @@ void Telemetry::sample(double time_s, std::int64_t iteration) {
 }
 
 void Telemetry::publish() {
+  // Between two windows: this one's figures are taken, and the probe's time
+  // is kept out of the next step's too.
+  std::vector<LinkTimes> probes;
+  if (!probe_hosts_.empty()) {
+    const auto t0 = Clock::now();
+    probes = probe_links(comm_, probe_hosts_, kLinkProbeBytes);
+    last_step_end_ += Clock::now() - t0;
+  }
   const std::vector<double> all = comm_.gather(pending_->data(), static_cast<int>(pending_->size()), 0);
   pending_.reset();
   window_start_ = Clock::now(), cpu_at_window_start_ = process_cpu_seconds();
@@ -249,6 +286,12 @@ void Telemetry::publish() {
   for (const auto& line : detector_.observe(windows, steps, pending_time_s_))
     if (say_) say_(line);
   record.stragglers = detector_.current();
+  if (!probes.empty()) {
+    for (const auto& p : probes) record.links.push_back({p.host, p.upload_s, p.download_s});
+    for (const auto& line : link_detector_.observe(record.links, windows, steps, pending_time_s_))
+      if (say_) say_(line);
+    record.link_stragglers = link_detector_.current();
+  }
   out_ << telemetry_line(record) << "\n";
   out_.flush();  // dlscale monitor reads it while the run goes on
 }

@@ -6,7 +6,11 @@
 //    "step_time_s": 0.021, "compute_time_s": 0.018, "samples_per_second": 6100.0,
 //    "utilization_pct": 97.0, "memory_mib": 310.5, "device_memory_mib": null}, ...],
 //    "stragglers": []}
-// Rank 0 also looks for stragglers in each line's figures (stragglers.h).
+// Rank 0 also looks for stragglers in each line's figures (stragglers.h),
+// and with 3 or more hosts probes its link to each other host per line and
+// names a slow one (link_stragglers.h): "links": [{"host", "upload_s",
+// "download_s"}], "link_stragglers": [{"host", "ranks", "cost_s",
+// "step_time_s", "probe_s", "fastest_probe_s"}].
 #pragma once
 
 #include <algorithm>
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "runtime/parallel/communicator.h"
+#include "runtime/monitoring/link_stragglers.h"
 #include "runtime/monitoring/stragglers.h"
 #include "runtime/parallel/job_setup.h"
 
@@ -57,6 +62,8 @@ struct TelemetryRecord {
   std::int64_t iteration = 0;
   std::vector<RankSample> ranks;
   std::vector<Straggler> stragglers;  // named as of this line (Straggler::step_s: the job's step time)
+  std::vector<LinkWindow> links;      // rank 0's probes of the other hosts (3 or more hosts)
+  std::vector<LinkStraggler> link_stragglers;
 };
 
 std::string telemetry_line(const TelemetryRecord& record);  // one JSON object, no newline
@@ -102,6 +109,8 @@ class Telemetry {
   // named during the run so far.
   void on_notice(std::function<void(const std::string&)> say) { say_ = std::move(say); }
   std::vector<StragglerReport> stragglers() const { return detector_.reports(); }
+  std::vector<LinkStragglerReport> link_stragglers() const { return link_detector_.reports(); }
+  static constexpr std::size_t kLinkProbeBytes = 256 * 1024;
   void step_over() { last_step_end_ = Clock::now(); }
   bool timer_due() const { return seconds(window_start_) >= std::max(interval_s_, min_window_s_); }
   // Collective over the computing ranks; once per iteration at most. Writes
@@ -139,6 +148,10 @@ class Telemetry {
   double pending_time_s_ = 0;
   std::int64_t pending_iteration_ = 0;
   StragglerDetector detector_{straggler_thresholds_from_environment()};
+  // Hosts of the computing ranks, in their order, when a link probe can name
+  // a slow link (3 or more hosts, CPU ranks: NCCL's waits are not measured).
+  std::vector<std::string> probe_hosts_;
+  LinkStragglerDetector link_detector_{straggler_thresholds_from_environment(), kLinkProbeBytes};
   std::function<void(const std::string&)> say_;
 };
 

@@ -31,6 +31,23 @@ void CollectiveRecord::end() {
 void CollectiveRecord::set_iteration(std::int64_t iteration) {
   std::lock_guard<std::mutex> lock(mutex_);
   iteration_ = iteration;
+  ++progress_;
+}
+
+void CollectiveRecord::note_progress() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++progress_;
+}
+
+void CollectiveRecord::set_activity(const char* what, double limit_s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  activity_ = what, activity_limit_ = what ? limit_s : 0;
+  ++progress_;
+}
+
+WorkProgress CollectiveRecord::progress() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {progress_, activity_ ? activity_ : "", activity_limit_};
 }
 
 std::vector<CollectiveEntry> CollectiveRecord::entries() const {

@@ -22,6 +22,16 @@ struct CollectiveEntry {
   double ended = 0;             // 0: still in it
 };
 
+// Work outside collectives, for idle ranks that wait on the computing ranks
+// (runtime/parallel/idle_wait.h): a lone computing rank runs no collective
+// at all, so a step, an evaluation batch or a checkpoint write must show
+// that it advances.
+struct WorkProgress {
+  std::int64_t count = 0;    // bumped by each step (set_iteration) and note_progress()
+  std::string activity;      // a long piece of work under way ("writing a checkpoint"), or empty
+  double activity_limit = 0; // how long it may take (s); 0: none given
+};
+
 // Written by the thread that runs the collectives, read by the heartbeat and
 // watchdog threads: a mutex, taken once per collective (microseconds beside
 // any MPI call).
@@ -30,7 +40,11 @@ class CollectiveRecord {
   explicit CollectiveRecord(std::size_t capacity = 512);
   void begin(const char* kind, std::int64_t bytes);
   void end();
-  void set_iteration(std::int64_t iteration);
+  void set_iteration(std::int64_t iteration);  // also counts as progress
+  void note_progress();
+  // Names long work until the next call (nullptr: none). what must outlive it (a literal).
+  void set_activity(const char* what, double limit_s);
+  WorkProgress progress() const;
 
   // Oldest first, at most capacity entries.
   std::vector<CollectiveEntry> entries() const;
@@ -42,6 +56,9 @@ class CollectiveRecord {
   std::vector<CollectiveEntry> ring_;
   std::int64_t next_seq_ = 1;
   std::int64_t iteration_ = -1;
+  std::int64_t progress_ = 0;
+  const char* activity_ = nullptr;
+  double activity_limit_ = 0;
 };
 
 // Seconds since the epoch, the clock of every record and heartbeat.

@@ -126,13 +126,18 @@ void Communicator::barrier(const char* what, double timeout_s, const char* limit
   DLSCALE_CHECK_MPI(MPI_Barrier(comm_));
 }
 
-void Communicator::barrier_polled(double poll_s) {
+void Communicator::barrier_polled(double poll_s, const std::function<void()>& look) {
   MPI_Request request = MPI_REQUEST_NULL;
   WatchedWait wait(watchdog_, "a barrier");
   DLSCALE_CHECK_MPI(MPI_Ibarrier(comm_, &request));
+  auto next_look = std::chrono::steady_clock::now();
   for (int done = 0;;) {
     DLSCALE_CHECK_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
     if (done) return;
+    if (look && std::chrono::steady_clock::now() >= next_look) {
+      look();  // a throw leaves the barrier posted: the error ends the job (MPI_Abort)
+      next_look = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    }
     std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
   }
 }

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +50,13 @@ class Communicator {
   void barrier(const char* what = "a barrier", double timeout_s = 0, const char* limit_name = nullptr);
   // A barrier that sleeps poll_s between tests instead of spinning: for ranks
   // that wait a long time for others (idle ranks while the others train).
-  void barrier_polled(double poll_s);
+  // look runs about once a second while it waits; it ends the wait by throwing.
+  void barrier_polled(double poll_s, const std::function<void()>& look = {});
+  // Work outside collectives advanced (an evaluation batch): for idle ranks
+  // watching a lone computing rank (runtime/parallel/idle_wait.h).
+  void note_progress() {
+    if (watchdog_) watchdog_->note_progress();
+  }
 
   // Every collective below runs under this watchdog's bounded wait (none: unbounded).
   void set_watchdog(CollectiveWatchdog* dog) { watchdog_ = dog; }

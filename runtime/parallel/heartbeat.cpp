@@ -18,6 +18,9 @@ std::string to_json_line(const Heartbeat& b) {
   if (b.last)
     j["last"] = {{"seq", b.last->seq},           {"kind", b.last->kind},       {"bytes", b.last->bytes},
                  {"iteration", b.last->iteration}, {"started", b.last->started}, {"ended", b.last->ended}};
+  j["progress"] = b.progress.count;
+  if (!b.progress.activity.empty())
+    j["activity"] = {{"what", b.progress.activity}, {"limit", b.progress.activity_limit}};
   return j.dump() + "\n";
 }
 
@@ -36,6 +39,11 @@ std::optional<Heartbeat> parse_heartbeat(const std::string& text) {
       const auto& l = j["last"];
       b.last = CollectiveEntry{l.value("seq", std::int64_t{0}), l.value("kind", ""), l.value("bytes", std::int64_t{0}),
                                l.value("iteration", std::int64_t{-1}), l.value("started", 0.0), l.value("ended", 0.0)};
+    }
+    b.progress.count = j.value("progress", std::int64_t{0});
+    if (j.contains("activity")) {
+      b.progress.activity = j["activity"].value("what", "");
+      b.progress.activity_limit = j["activity"].value("limit", 0.0);
     }
     return b;
   } catch (const nlohmann::json::exception&) {
@@ -98,6 +106,7 @@ bool HeartbeatWriter::write_once() {
   }
   beat_.time = wall_seconds();
   beat_.last = record_.last();
+  beat_.progress = record_.progress();
   const std::string text = to_json_line(beat_);
   lock.unlock();
   // Best effort: a full disk or a folder not there yet costs one beat, not

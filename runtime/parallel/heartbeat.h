@@ -30,6 +30,7 @@ struct Heartbeat {
   double time = 0;             // when it was written (wall clock of the rank's host)
   bool computes = true;        // false: an idle rank (parallel-auto with GPUs elsewhere)
   std::optional<CollectiveEntry> last;  // the collective entered last
+  WorkProgress progress;                     // work outside collectives (idle ranks watch it)
   // Not in the file: rank 0 sets it when its LinkListener stopped hearing a
   // rank whose file is fresh (link_beat.h); time is then when it was heard last.
   bool unreachable = false;

@@ -38,6 +38,11 @@ std::string where(const CollectiveEntry& e) {
 
 }  // namespace
 
+std::string last_collective_words(const std::optional<CollectiveEntry>& last) {
+  if (!last) return "before its first collective";
+  return (last->ended == 0 ? "last in " : "last left ") + collective(*last) + where(*last);
+}
+
 LostRanks name_lost_ranks(const std::vector<std::optional<Heartbeat>>& beats, double now, double silent_after_s,
                           bool name_behind) {
   auto fresh = [&](const std::optional<Heartbeat>& b) { return b && now - b->time <= silent_after_s; };
@@ -77,9 +82,7 @@ LostRanks name_lost_ranks(const std::vector<std::optional<Heartbeat>>& beats, do
     if (!fresh(b)) {
       out.any_silent = true;
       if (hosts.insert(b->host).second) out.silent_hosts.push_back(b->host);
-      const std::string last = b->last ? (b->last->ended == 0 ? "last in " : "last left ") + collective(*b->last) +
-                                             where(*b->last)
-                                       : std::string("before its first collective");
+      const std::string last = last_collective_words(b->last);
       if (b->unreachable)
         add({b->host, " unreachable over the network for ", ", " + last + " (alive by its heartbeat file: a cut link?)"},
             rank, now - b->time);

@@ -31,6 +31,10 @@ struct LostRanks {
 LostRanks name_lost_ranks(const std::vector<std::optional<Heartbeat>>& beats, double now, double silent_after_s,
                           bool name_behind);
 
+// "last in the gradient all-reduce #5123 at iteration 320", "last left ... in
+// job setup", "before its first collective".
+std::string last_collective_words(const std::optional<CollectiveEntry>& last);
+
 // "rank 3", "ranks 0, 2, 3", "ranks 0-63, 65".
 std::string rank_list(const std::vector<int>& ranks);
 

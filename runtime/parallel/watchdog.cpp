@@ -102,8 +102,17 @@ std::string CollectiveWatchdog::lost_ranks_line(bool at_timeout) {
     // Written before this process started: a previous start's (a requeue), not silence of this one.
     if (beats.back() && beats.back()->time < heartbeat_started_) beats.back().reset();
   }
-  // This rank's own state, first hand: its file may lag by a beat.
-  if (rank_ < world_size_ && beats[rank_]) beats[rank_]->time = wall_seconds(), beats[rank_]->last = record_.last();
+  // This rank's own state, first hand: its file may lag by a beat, or not
+  // be there yet (job setup runs before rank 0 makes the run directory).
+  if (rank_ < world_size_) {
+    if (!beats[rank_]) {
+      char host[256] = "";
+      gethostname(host, sizeof host - 1);
+      beats[rank_] = Heartbeat{};
+      beats[rank_]->rank = rank_, beats[rank_]->host = host;
+    }
+    beats[rank_]->time = wall_seconds(), beats[rank_]->last = record_.last();
+  }
   // A rank heard over the network before, and no longer, while its file is
   // fresh: its node reaches the run directory but not this rank (a cut link).
   // Both ages are read on this host's clock where they can be: a peer's
@@ -132,6 +141,11 @@ void CollectiveWatchdog::report_lost_ranks(const std::string& line) {
   if (!log_path_.empty())
     if (std::FILE* f = std::fopen(log_path_.c_str(), "a")) std::fputs(text.c_str(), f), std::fclose(f);
   if (!stop_marker_.empty()) write_first(stop_marker_, line + "\n", rank_);
+}
+
+void CollectiveWatchdog::write_lost_ranks_line(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  report_lost_ranks(line);
 }
 
 void CollectiveWatchdog::name_lost_ranks_after_mpi_error() {

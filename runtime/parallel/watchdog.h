@@ -53,6 +53,13 @@ class CollectiveWatchdog {
   void start_heartbeat(const std::string& dir, int world_size, const std::string& log_path);
   // An idle rank (parallel-auto with GPUs elsewhere) is never waited for.
   void set_computes(bool computes);
+  // Work outside collectives, in the heartbeat for idle ranks (idle_wait.h).
+  void note_progress() { record_.note_progress(); }
+  void set_activity(const char* what, double limit_s) { record_.set_activity(what, limit_s); }
+  // Writes line as the job's `dlscale: lost ranks:` line (stderr, log, stop
+  // marker), unless this process or another rank wrote one already.
+  void write_lost_ranks_line(const std::string& line);
+  const std::string& heartbeat_dir() const { return heartbeat_dir_; }
   // After an MPI call failed (a peer's connection closed: killed, its node
   // gone), looks at the heartbeats for at most silent_after_s() + 2 s and
   // names the ranks gone silent, before the error ends this rank: MPI's

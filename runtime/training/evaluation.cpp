@@ -37,6 +37,7 @@ EvalResult evaluate(const BatchLoss& batch_loss, DType dtype, const DatasetInfo&
     sums[0] += r.loss_sum;
     sums[1] += static_cast<double>(r.correct);
     sums[2] += static_cast<double>(batch->labels.size());
+    comm.note_progress();  // idle ranks watch a lone computing rank by it
   }
   comm.allreduce_sum(sums, 3);
   EvalResult result;

@@ -25,7 +25,9 @@
 #include "runtime/training/evaluation.h"
 #include "runtime/training/gpu_training.h"
 #include "runtime/parallel/gradient_buckets.h"
+#include "runtime/parallel/idle_wait.h"
 #include "runtime/parallel/job_setup.h"
+#include "runtime/parallel/lost_ranks.h"
 #include "runtime/training/loss_scaler.h"
 #include "runtime/parallel/nccl_env.h"
 #include "runtime/training/preemption.h"
@@ -51,6 +53,19 @@ nlohmann::json stragglers_json(const std::vector<StragglerReport>& reports) {
                    {"first_time_s", r.first_time_s},
                    {"steps", r.steps},
                    {"mean_excess_s", r.mean_excess_s},
+                   {"share_of_step", r.share_of_step},
+                   {"recovered", r.recovered}});
+  return all;
+}
+
+nlohmann::json link_stragglers_json(const std::vector<LinkStragglerReport>& reports) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& r : reports)
+    all.push_back({{"host", r.host},
+                   {"ranks", r.ranks},
+                   {"first_time_s", r.first_time_s},
+                   {"steps", r.steps},
+                   {"mean_cost_s", r.mean_cost_s},
                    {"share_of_step", r.share_of_step},
                    {"recovered", r.recovered}});
   return all;
@@ -86,11 +101,16 @@ void check_ranks_agree(const std::string& config, Communicator& comm) {
 // DLSCALE_CHECKPOINT_DELAY=SECONDS makes rank 0's checkpoint writes that slow,
 // and DLSCALE_SLOW_RANK=RANK:MILLISECONDS makes that rank (every rank for
 // RANK *) sleep that long in each step's compute: a straggler.
+// DLSCALE_HANG_AT=RANK:0 makes that rank hang before job setup (it never
+// reaches start-up), and DLSCALE_IDLE_RANKS=R,S,... makes those ranks idle as
+// ranks without a GPU of their own are under parallel-auto when the others
+// have one (this machine has none).
 struct TestHooks {
   int fail_rank = -1, hang_rank = -1, signal_rank = -1, signal = 0, slow_rank = -1;
   std::int64_t fail_iteration = -1, stop_iteration = -1, hang_iteration = -1, signal_iteration = -1;
   double checkpoint_delay_s = 0, slow_s = 0;
   bool slow_every_rank = false;
+  std::vector<int> idle_ranks;
   bool slow(int rank) const { return slow_s > 0 && (slow_every_rank || rank == slow_rank); }
   static TestHooks from_environment() {
     TestHooks h;
@@ -106,6 +126,14 @@ struct TestHooks {
     if (const char* v = std::getenv("DLSCALE_FAIL_AT")) std::sscanf(v, "%d:%ld", &h.fail_rank, &h.fail_iteration);
     if (const char* v = std::getenv("DLSCALE_HANG_AT")) std::sscanf(v, "%d:%ld", &h.hang_rank, &h.hang_iteration);
     if (const char* v = std::getenv("DLSCALE_STOP_AT")) std::sscanf(v, "%ld", &h.stop_iteration);
+    if (const char* v = std::getenv("DLSCALE_IDLE_RANKS"))
+      for (const char* p = v; *p;) {
+        char* end = nullptr;
+        const long r = std::strtol(p, &end, 10);
+        if (end == p) break;
+        h.idle_ranks.push_back(static_cast<int>(r));
+        p = *end == ',' ? end + 1 : end;
+      }
     return h;
   }
 };
@@ -435,6 +463,12 @@ void TrainingRun::run_validation() {
 }
 
 void TrainingRun::checkpoint() {
+  // Idle ranks watching a lone computing rank allow a write checkpoint-timeout, not collective-timeout.
+  struct Activity {
+    CollectiveWatchdog& dog;
+    ~Activity() { dog.set_activity(nullptr, 0); }
+  } activity{watchdog_};
+  watchdog_.set_activity("writing a checkpoint", o_.checkpoint_timeout_s);
   sync_buffers();
   const std::string path =
       write_checkpoint(checkpoint_dir_, *net_, *optimizer_, state_, identity_, comm_, o_.checkpoint_keep);
@@ -574,16 +608,52 @@ TrainingResult TrainingRun::finish() {
     summary["peak_rss_mib_per_rank"] = peak_rss;
   }
   summary["stragglers"] = stragglers_json(telemetry_->stragglers());
+  summary["link_stragglers"] = link_stragglers_json(telemetry_->link_stragglers());
   dir_->write_text("summary.json", summary.dump(2) + "\n");
   dir_->say("run directory: " + dir_->path());
   result_.network = std::move(net_);
   return std::move(result_);
 }
 
+// An idle rank waits as long as the others train, so this wait cannot run
+// under the collective timeout. A computing rank that fails aborts the job
+// and ends it under mpirun and srun (--kill-on-bad-exit); one that is stopped,
+// cut off or stuck is named from the heartbeats (idle_wait.h), which ends the
+// job with the lost-ranks line a requeue acts on. It sleeps between tests
+// instead of spinning a core.
+void wait_for_computing_ranks(const TrainingOptions& o, Communicator& world, const JobSetup& job,
+                              CollectiveWatchdog& watchdog) {
+  watchdog.set_computes(false);
+  world.set_watchdog(nullptr);
+  std::vector<int> computing;
+  for (int r = 0; r < world.size(); ++r)
+    if (job.plan.ranks[r].computes) computing.push_back(r);
+  std::vector<std::string> hosts;
+  for (const auto& r : job.ranks) hosts.push_back(r.host);
+  IdleWaitWatch watch(computing, hosts, o.collective_timeout_s);
+  const auto t0 = Clock::now();
+  auto look = [&] {
+    if (watchdog.heartbeat_dir().empty()) return;  // no run directory: nothing to read
+    std::vector<std::optional<Heartbeat>> beats;
+    for (int r = 0; r < world.size(); ++r) beats.push_back(read_heartbeat(watchdog.heartbeat_dir(), r));
+    const std::string problem = watch.look(beats, seconds_since(t0));
+    if (problem.empty()) return;
+    watchdog.write_lost_ranks_line(problem + "; idle " + rank_list({world.rank()}) + " waits for the computing ranks");
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%g", o.collective_timeout_s);
+    fail("idle rank " + std::to_string(world.rank()) + " waited for the computing ranks, and " + problem +
+         " (collective-timeout = " + limit + " s)");
+  };
+  world.barrier_polled(0.05, look);
+}
+
 }  // namespace
 
 TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   const auto t_start = Clock::now();
+  const TestHooks hooks = TestHooks::from_environment();
+  if (hooks.hang_rank == world.rank() && hooks.hang_iteration == 0)
+    for (;;) pause();  // before its heartbeat and job setup: a rank that never reaches start-up
   if (o.threads > 0) set_cpu_threads(o.threads);
   // One watchdog for every collective of the job, from job setup on: a rank
   // that failed before them (a config file missing on its node) must not
@@ -605,6 +675,8 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
     ~ForgetWatchdog() { world.set_watchdog(nullptr); }
   } forget_watchdog{world};
   JobSetup job = setup_job(o.execution_environment, world);
+  for (int r : hooks.idle_ranks)
+    if (r > 0 && r < world.size()) job.plan.ranks[r].computes = false;  // rank 0 always computes
   // Idle ranks (parallel-auto with GPUs elsewhere) wait for the others.
   std::unique_ptr<Communicator> computing = world.split(job.plan.ranks[world.rank()].computes);
   TrainingResult result;
@@ -615,19 +687,15 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
       watchdog.name_lost_ranks_after_mpi_error();
       throw;
     }
-    world.barrier();
+    // Non-blocking, as the idle ranks' wait is: MPI never matches a blocking
+    // collective with a non-blocking one, so a blocking barrier here hung
+    // every job with idle ranks at its end (IdleRank.* found it).
+    world.barrier_polled(0.01);
     // Every rank got here: a line naming a rank silent for a while (stopped,
     // then continued) must not requeue a job that finished.
     if (world.rank() == 0 && !o.output.empty()) std::remove((o.output + "/" + kLostRankMarker).c_str());
   } else {
-    watchdog.set_computes(false);
-    // An idle rank waits as long as the others train, so this wait cannot run
-    // under the collective timeout. It is bounded by them: a computing rank
-    // that fails aborts the job, one that hangs is ended by the others'
-    // watchdogs, and either ends the job under mpirun and srun
-    // (--kill-on-bad-exit). It sleeps between tests instead of spinning a core.
-    world.set_watchdog(nullptr);
-    world.barrier_polled(0.05);
+    wait_for_computing_ranks(o, world, job, watchdog);
   }
   world.set_watchdog(nullptr);
   return result;

@@ -269,5 +269,81 @@ TEST_F(FailingRank, CheckpointWriteBeyondCheckpointTimeoutEndsTheJob) {
   EXPECT_TRUE(job_processes().empty()) << "processes left behind";
 }
 
+// A rank that never reaches start-up (it hangs before its heartbeat and job
+// setup): the others' wait in job setup is bounded by collective-timeout, and
+// the line names the rank.
+TEST_F(FailingRank, RankThatNeverReachesStartUpEndsTheJobNamingIt) {
+  const auto t0 = Clock::now();
+  RunResult r = run_command("DLSCALE_HANG_AT=1:0 timeout 120 mpirun -n 2 --oversubscribe " + dlscale_binary() +
+                                " train " + (dir / "long.ini").string() + " --output " + (dir / "run").string() +
+                                " --collective-timeout 4",
+                            dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 60);
+  EXPECT_NE(r.err.find("in an allgather at job setup"), std::string::npos) << r.err;
+  // Before job setup's exchange no rank knows another's host, and the run
+  // directory does not exist yet: rank 0 says what it knows.
+  EXPECT_NE(r.err.find("dlscale: lost ranks: rank 1 sent no heartbeat; rank 0 waits in an allgather #"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(job_processes().empty()) << "processes left behind";
+}
+
+// Idle ranks (parallel-auto with the GPUs elsewhere; DLSCALE_IDLE_RANKS on a
+// machine without GPUs) wait as long as the computing ranks train. With one
+// computing rank no other rank's watchdog watches it: the idle rank's wait,
+// bounded by the computing rank's heartbeat, ends the job and names it.
+class IdleRank : public FailingRank {
+ protected:
+  RunResult run_job(const std::string& env, const std::string& options) const {
+    return run_command(env + " DLSCALE_IDLE_RANKS=1 timeout 120 mpirun -n 2 --oversubscribe " + dlscale_binary() +
+                           " train " + (dir / "long.ini").string() + " --output " + (dir / "run").string() + " " +
+                           options,
+                       dir);
+  }
+  // The job ended, not timeout, within a minute, with the idle rank's error
+  // and the lost-ranks line in stderr, log.txt and run/lost-rank.
+  void expect_ended_naming_rank_0(const RunResult& r, double seconds, const std::string& state) const {
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";
+    EXPECT_LT(seconds, 60);
+    EXPECT_TRUE(std::regex_search(r.err, std::regex("dlscale: rank 1 \\([^)]*\\): error: idle rank 1 waited for the "
+                                                    "computing ranks, and rank 0 \\([^)]*\\) " + state)))
+        << r.err;
+    EXPECT_NE(r.err.find("(collective-timeout = 4 s)"), std::string::npos) << r.err;
+    const std::string marker = read_file(dir / "run" / "lost-rank");
+    EXPECT_NE(marker.find("rank 0 ("), std::string::npos) << marker;
+    EXPECT_NE(marker.find("idle rank 1 waits for the computing ranks"), std::string::npos) << marker;
+    EXPECT_NE(read_file(dir / "run" / "log.txt").find("dlscale: lost ranks: rank 0 ("), std::string::npos);
+    EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
+    EXPECT_TRUE(job_processes().empty()) << "processes left behind";
+  }
+};
+
+TEST_F(IdleRank, EndsTheJobWhenTheComputingRankHangs) {
+  const auto t0 = Clock::now();
+  RunResult r = run_job("DLSCALE_HANG_AT=0:3000", "--collective-timeout 4");
+  expect_ended_naming_rank_0(r, std::chrono::duration<double>(Clock::now() - t0).count(),
+                             "is alive but has not advanced for [0-9]+ s outside any collective");
+}
+
+TEST_F(IdleRank, EndsTheJobWhenTheComputingRankIsStopped) {
+  const auto t0 = Clock::now();
+  RunResult r = run_job("DLSCALE_SIGNAL_AT=0:8000:" + std::to_string(SIGSTOP), "--collective-timeout 4");
+  expect_ended_naming_rank_0(r, std::chrono::duration<double>(Clock::now() - t0).count(), "silent for [0-9]+ s");
+}
+
+// A healthy run with an idle rank finishes, though a checkpoint write takes
+// longer than collective-timeout: the write has checkpoint-timeout.
+TEST_F(IdleRank, AHealthyRunWithLongCheckpointWritesFinishes) {
+  RunResult r = run_job("DLSCALE_CHECKPOINT_DELAY=9",
+                        "--max-epochs 1 --checkpoint-frequency 100 --checkpoint-frequency-unit iteration "
+                        "--collective-timeout 4 --checkpoint-timeout 60");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(dir / "run" / "model.h5"));
+  EXPECT_FALSE(fs::exists(dir / "run" / "lost-rank"));
+}
+
 }  // namespace
 }  // namespace dlscale::testing
