@@ -26,6 +26,7 @@ std::string IdleWaitWatch::look(const std::vector<std::optional<Heartbeat>>& bea
     if (b && (!s.beat_seen || b->time != s.beat_time)) s.beat_seen = true, s.beat_time = b->time, s.beat_changed = now;
     const std::string host = b ? b->host : rank < static_cast<int>(hosts_.size()) ? hosts_[rank] : "";
     const std::string who = "rank " + std::to_string(rank) + (host.empty() ? "" : " (" + host + ")");
+    lost_host_ = host;  // read only with a problem returned below
     if (!b) {
       if (now - s.beat_changed > limit_s_) return who + " wrote no heartbeat for " + seconds(now - s.beat_changed);
       continue;

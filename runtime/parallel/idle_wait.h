@@ -30,6 +30,8 @@ class IdleWaitWatch {
   // rank, its host and how long ("rank 0 (node1) silent for 31 s, last in
   // ..."), or empty while every computing rank shows life.
   std::string look(const std::vector<std::optional<Heartbeat>>& beats, double now);
+  // The host of the rank the last non-empty look() named (empty: not known).
+  const std::string& lost_host() const { return lost_host_; }
 
  private:
   struct Seen {
@@ -41,6 +43,7 @@ class IdleWaitWatch {
   };
   std::vector<int> computing_;
   std::vector<std::string> hosts_;
+  std::string lost_host_;
   double limit_s_;
   std::vector<Seen> seen_;  // by position in computing_
   bool started_ = false;

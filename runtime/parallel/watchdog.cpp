@@ -95,7 +95,7 @@ void CollectiveWatchdog::set_computes(bool computes) {
 
 double CollectiveWatchdog::silent_after_s() const { return std::clamp(timeout_s_ / 3, 2.0, 5.0); }
 
-std::string CollectiveWatchdog::lost_ranks_line(bool at_timeout) {
+LostRanks CollectiveWatchdog::lost_ranks_line(bool at_timeout) {
   std::vector<std::optional<Heartbeat>> beats;
   for (int r = 0; r < world_size_; ++r) {
     beats.push_back(read_heartbeat(heartbeat_dir_, r));
@@ -125,10 +125,11 @@ std::string CollectiveWatchdog::lost_ranks_line(bool at_timeout) {
                                                         now - beats[r]->time <= silent_after_s())
         beats[r]->time = heard, beats[r]->unreachable = true;
   LostRanks lost = name_lost_ranks(beats, now, silent_after_s(), at_timeout);
-  return at_timeout || lost.any_silent ? lost.line : std::string();
+  if (!at_timeout && !lost.any_silent) lost.line.clear();
+  return lost;
 }
 
-void CollectiveWatchdog::report_lost_ranks(const std::string& line) {
+void CollectiveWatchdog::report_lost_ranks(const std::string& line, const std::vector<std::string>& hosts) {
   // A process a requeued start has replaced (it hung on a node cut off)
   // says nothing into that start's run directory.
   if (line.empty() || reported_ || (heartbeat_ && heartbeat_->superseded())) return;
@@ -140,12 +141,18 @@ void CollectiveWatchdog::report_lost_ranks(const std::string& line) {
   std::fflush(stderr);
   if (!log_path_.empty())
     if (std::FILE* f = std::fopen(log_path_.c_str(), "a")) std::fputs(text.c_str(), f), std::fclose(f);
-  if (!stop_marker_.empty()) write_first(stop_marker_, line + "\n", rank_);
+  if (stop_marker_.empty()) return;
+  // The silent hosts first, one per line: the job script that finds the
+  // marker keeps them out of the requeued start.
+  std::string host_lines;
+  for (const auto& h : hosts) host_lines += h + "\n";
+  if (!hosts.empty()) write_first(stop_marker_ + "-hosts", host_lines, rank_);
+  write_first(stop_marker_, line + "\n", rank_);
 }
 
-void CollectiveWatchdog::write_lost_ranks_line(const std::string& line) {
+void CollectiveWatchdog::write_lost_ranks_line(const std::string& line, const std::vector<std::string>& hosts) {
   std::lock_guard<std::mutex> lock(mutex_);
-  report_lost_ranks(line);
+  report_lost_ranks(line, hosts);
 }
 
 void CollectiveWatchdog::name_lost_ranks_after_mpi_error() {
@@ -154,7 +161,7 @@ void CollectiveWatchdog::name_lost_ranks_after_mpi_error() {
   const double end = now_s() + silent_after_s() + 2;
   for (;;) {
     // A peer killed a moment ago still has a fresh file: wait until it is stale.
-    if (std::string line = lost_ranks_line(false); !line.empty()) return report_lost_ranks(line);
+    if (LostRanks lost = lost_ranks_line(false); !lost.line.empty()) return report_lost_ranks(lost.line, lost.silent_hosts);
     if (now_s() >= end) return;
     lock.unlock();
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -174,7 +181,7 @@ void CollectiveWatchdog::watch() {
     // on who was lost. Rank 0 looks first; the others later, in case rank 0
     // is the one gone (each look reads world_size small files).
     if (what && heartbeat_ && !reported_ && waited >= silent_after_s() * (rank_ == 0 ? 1 : 2) && waited < limit)
-      report_lost_ranks(lost_ranks_line(false));
+      if (LostRanks lost = lost_ranks_line(false); !lost.line.empty()) report_lost_ranks(lost.line, lost.silent_hosts);
     if (!what || waited < limit) continue;
     std::fprintf(stderr,
                  "dlscale: rank %d: error: no answer from the other ranks for %.0f s in %s%s%s; a rank has stopped "
@@ -183,7 +190,8 @@ void CollectiveWatchdog::watch() {
                  limit_name_.load(), limit);
     std::fflush(stderr);
     if (heartbeat_) {
-      report_lost_ranks(lost_ranks_line(true));
+      const LostRanks lost = lost_ranks_line(true);
+      report_lost_ranks(lost.line, lost.silent_hosts);
     } else if (!stop_marker_.empty()) {
       char text[512];
       std::snprintf(text, sizeof text, "rank %d waited %.0f s in %s%s%s\n", rank_, waited, what,

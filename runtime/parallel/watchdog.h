@@ -18,10 +18,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/parallel/collective_record.h"
 #include "runtime/parallel/heartbeat.h"
 #include "runtime/parallel/link_beat.h"
+#include "runtime/parallel/lost_ranks.h"
 
 namespace dlscale {
 
@@ -57,8 +59,10 @@ class CollectiveWatchdog {
   void note_progress() { record_.note_progress(); }
   void set_activity(const char* what, double limit_s) { record_.set_activity(what, limit_s); }
   // Writes line as the job's `dlscale: lost ranks:` line (stderr, log, stop
-  // marker), unless this process or another rank wrote one already.
-  void write_lost_ranks_line(const std::string& line);
+  // marker), and hosts, the silent ones, to the marker's `-hosts` file
+  // (RUN/lost-rank-hosts, one per line: a requeue excludes them), unless
+  // this process or another rank wrote one already.
+  void write_lost_ranks_line(const std::string& line, const std::vector<std::string>& hosts);
   const std::string& heartbeat_dir() const { return heartbeat_dir_; }
   // After an MPI call failed (a peer's connection closed: killed, its node
   // gone), looks at the heartbeats for at most silent_after_s() + 2 s and
@@ -71,9 +75,10 @@ class CollectiveWatchdog {
 
  private:
   void watch();
-  // The line naming lost ranks from every rank's heartbeat (empty: none yet).
-  std::string lost_ranks_line(bool at_timeout);
-  void report_lost_ranks(const std::string& line);
+  // The line naming lost ranks, and their hosts, from every rank's heartbeat
+  // (the line is empty: none yet).
+  LostRanks lost_ranks_line(bool at_timeout);
+  void report_lost_ranks(const std::string& line, const std::vector<std::string>& hosts);
 
   double timeout_s_;
   int rank_;

@@ -16,6 +16,10 @@ inline constexpr const char* kPreemptedMarker = "preempted";
 // the other ranks stopped answering (their node rebooted, its link was cut)
 // and it ends the job; a Slurm job script requeues a few times on it.
 inline constexpr const char* kLostRankMarker = "lost-rank";
+// Beside it, written just before it: the silent hosts, one per line (the
+// marker's name + "-hosts", CollectiveWatchdog's convention); the job script
+// keeps them out of the requeued start.
+inline constexpr const char* kLostHostsFile = "lost-rank-hosts";
 
 void install_preemption_handlers();
 // How long a signalled process waits for the next step boundary (where it

@@ -638,7 +638,10 @@ void wait_for_computing_ranks(const TrainingOptions& o, Communicator& world, con
     for (int r = 0; r < world.size(); ++r) beats.push_back(read_heartbeat(watchdog.heartbeat_dir(), r));
     const std::string problem = watch.look(beats, seconds_since(t0));
     if (problem.empty()) return;
-    watchdog.write_lost_ranks_line(problem + "; idle " + rank_list({world.rank()}) + " waits for the computing ranks");
+    std::vector<std::string> lost_hosts;
+    if (!watch.lost_host().empty()) lost_hosts.push_back(watch.lost_host());
+    watchdog.write_lost_ranks_line(problem + "; idle " + rank_list({world.rank()}) + " waits for the computing ranks",
+                                   lost_hosts);
     char limit[32];
     std::snprintf(limit, sizeof limit, "%g", o.collective_timeout_s);
     fail("idle rank " + std::to_string(world.rank()) + " waited for the computing ranks, and " + problem +
@@ -662,7 +665,10 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   watchdog.set_context("job setup");
   if (!o.output.empty()) watchdog.set_stop_marker(o.output + "/" + kLostRankMarker);
   // A previous start's line is history (the Slurm script removes it too); a rank names lost ones only while none is there.
-  if (!o.output.empty() && world.rank() == 0) std::remove((o.output + "/" + kLostRankMarker).c_str());
+  if (!o.output.empty() && world.rank() == 0) {
+    std::remove((o.output + "/" + kLostRankMarker).c_str());
+    std::remove((o.output + "/" + kLostHostsFile).c_str());
+  }
   // Each rank's heartbeat in the run directory, so whichever rank notices a
   // silent one can name it (runtime/parallel/heartbeat.h, lost_ranks.h).
   if (!o.output.empty()) watchdog.start_heartbeat(o.output + "/heartbeat", world.size(), o.output + "/log.txt");
@@ -693,7 +699,10 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
     world.barrier_polled(0.01);
     // Every rank got here: a line naming a rank silent for a while (stopped,
     // then continued) must not requeue a job that finished.
-    if (world.rank() == 0 && !o.output.empty()) std::remove((o.output + "/" + kLostRankMarker).c_str());
+    if (world.rank() == 0 && !o.output.empty()) {
+      std::remove((o.output + "/" + kLostRankMarker).c_str());
+      std::remove((o.output + "/" + kLostHostsFile).c_str());
+    }
   } else {
     wait_for_computing_ranks(o, world, job, watchdog);
   }

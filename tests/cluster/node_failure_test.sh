@@ -10,7 +10,8 @@
 #     resumed run re-splits the data over 3 ranks instead of 4.
 # Each time the job's first start ends within the collective timeout plus
 # Slurm's node timeout, with a message naming the node (and `dlscale jobs`
-# names the node and the ranks it ran), no rank of it keeps
+# names the node and the ranks it ran), the requeued start runs without the
+# node (after a restart too, which Slurm does not count), no rank of it keeps
 # running on the node that survived, and Slurm's requeue finishes the job on
 # healthy nodes from its last checkpoint, at the accuracy of the same
 # training run without a failure (within 0.5 points). The failed node is then
@@ -129,6 +130,10 @@ print(",".join(map(str, sorted(ranks))))' "$lost_line" "$victim")
   state=$(wait_job "$job" 600)
   [ "$state" = done ] || fail "$job after the $fault ended $state: $(tail -n 30 "$log")"
   grep -q "^resumed from .*ckpt-[0-9]*.h5 at iteration [1-9]" "$log" || fail "$job did not resume from a checkpoint: $(grep -v '^|' "$log" | tail -n 20)"
+  # The silent host stays out of the requeued start, also after a restart,
+  # which Slurm does not see as a failure (the job script excludes it).
+  ! rank_table "$log" last | awk '{print $2}' | grep -qx "$victim" ||
+    fail "the requeued start of $job ran on $victim again: $(rank_table "$log" last)"
   # dlscale jobs names the lost node and the ranks it ran, from the log
   # (the batch script that could have said so was cancelled with the job).
   lost=$("$dlscale" jobs --json "$job" | python3 -c 'import json,sys; print(" ".join(f["node"] + ":" + ",".join(map(str, f["ranks"])) for f in json.load(sys.stdin)["node_failures"]))')
@@ -144,6 +149,7 @@ print(",".join(map(str, sorted(ranks))))' "$lost_line" "$victim")
   cmp -s "$scratch/jobs/$reference/run/model.h5" "$scratch/jobs/$job/run/model.h5" && same="bitwise the same model" || same="a different model"
   echo "$fault of $victim: the first start ended after ${ended_after} s (bound $collective_timeout + $node_timeout s); $(grep -o 'resumed from .*' "$log" | sed 's#.*/##'); accuracy $accuracy vs $reference_accuracy, $same"
   echo "  $lost_line"
+  grep -h "^dlscale: the requeued start excludes\|could not exclude" "$log" | sed 's/^/  /' || true
 
   # The node comes back and takes jobs again.
   bring_back_node "$victim" || fail "$victim did not come back after the $fault"

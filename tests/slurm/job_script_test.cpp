@@ -102,6 +102,7 @@ struct StandIns {
   int srun_exit = 0;
   bool srun_leaves_marker = false;  // what rank 0 does once it stopped at a checkpoint
   bool srun_leaves_lost_rank = false;  // what a rank's watchdog does when the others stopped answering
+  bool srun_leaves_lost_hosts = false; // ... and names the silent host, node2
   bool srun_hangs = false;             // srun then waits without end (a step on a restarted node)
   bool stale_marker = false;        // a marker left by an earlier start
   bool finished_before = false;     // run/model.h5 exists
@@ -125,6 +126,10 @@ ScriptRun run_with_stand_ins(const std::string& name, const StandIns& how) {
                                       << (how.srun_leaves_lost_rank
                                               ? "\necho 'rank 0 waited 30 s in the gradient all-reduce' >" +
                                                     shell_quote((dir / "job" / "run" / kLostRankMarker).string())
+                                              : "")
+                                      << (how.srun_leaves_lost_hosts
+                                              ? "\necho node2 >" +
+                                                    shell_quote((dir / "job" / "run" / kLostHostsFile).string())
                                               : "")
                                       << (how.srun_hangs ? "\nexec sleep 600" : "")
                                       << "\nexit " << how.srun_exit << "\n";
@@ -167,6 +172,19 @@ TEST(JobScript, LostRankMarkerRequeuesAtMostThreeTimes) {
   ScriptRun r = run_with_stand_ins("lost-3", {.srun_exit = 1, .srun_leaves_lost_rank = true, .restart_count = "3"});
   EXPECT_EQ(r.scontrol_calls, "") << "a fourth start must not requeue:\n" << r.out;
   EXPECT_EQ(r.exit_code, 1) << r.out;
+}
+
+// The silent host the watchdog named stays out of the requeued start:
+// Slurm still counts a node rebooted faster than its timeout as healthy.
+// Only a pending job's excluded nodes can change, hence requeue with hold,
+// update, release.
+TEST(JobScript, LostRankRequeueExcludesTheSilentHosts) {
+  ScriptRun r = run_with_stand_ins(
+      "lost-hosts", {.srun_exit = 1, .srun_leaves_lost_rank = true, .srun_leaves_lost_hosts = true});
+  EXPECT_EQ(r.scontrol_calls, "requeuehold 4242\nshow job 4242\nupdate JobId=4242 ExcNodeList=node2\nrelease 4242\n")
+      << r.out;
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("dlscale: the requeued start excludes node2"), std::string::npos) << r.out;
 }
 
 // srun --mpi=pmix runs with Slurm's ring fence even when the submitting
