@@ -47,27 +47,36 @@ std::vector<std::string> LinkStragglerDetector::observe(const std::vector<LinkWi
   std::sort(waits.begin(), waits.end());
   const double wait = waits.size() % 2 ? waits[waits.size() / 2]
                                        : (waits[waits.size() / 2 - 1] + waits[waits.size() / 2]) / 2;
-  double fastest = 1e300;
-  for (const auto& l : links) fastest = std::min({fastest, l.upload_s, l.download_s});
-  if (!(fastest > 0)) return {};
+  double fastest = 1e300, fastest_upload = 1e300;
+  for (const auto& l : links)
+    fastest = std::min({fastest, l.upload_s, l.download_s}), fastest_upload = std::min(fastest_upload, l.upload_s);
+  if (!(fastest > 0) || reduce_bytes_ <= 0) return {};
+  // A ring all-reduce moves 2 (n - 1) / n of the payload over every rank's
+  // link, so a link slower than the fastest costs each step its extra time
+  // for that many bytes, and at most the wait the job actually has.
+  const double n = static_cast<double>(ranks.size());
+  const double probes_per_step = 2 * (n - 1) / n * static_cast<double>(reduce_bytes_) / static_cast<double>(probe_bytes_);
 
-  // Each probed host's slower direction, or rank 0's host when every download is slow.
+  // Rank 0's host, when every download from it is slow against the fastest
+  // upload (the end they share), by the fastest of those downloads; then
+  // each probed host by its slower direction (only its upload when rank 0's
+  // host is the slow end). Every host is looked at in every window, so a
+  // named one can recover.
   std::vector<LinkStraggler> candidates;
-  const bool every_download_slow = std::all_of(links.begin(), links.end(), [&](const auto& l) {
-    return l.download_s >= 2 * fastest;
-  });
-  if (every_download_slow) {
-    double slowest = 0;
-    for (const auto& l : links) slowest = std::max(slowest, l.download_s);
-    candidates.push_back({first->host, ranks_on[first->host], 0, job_step, slowest, fastest});
-  }
+  double fastest_download = 1e300;
+  for (const auto& l : links) fastest_download = std::min(fastest_download, l.download_s);
+  const bool rank0_slow = fastest_download >= 2 * fastest_upload;
+  candidates.push_back({first->host, ranks_on[first->host], 0, job_step, rank0_slow ? fastest_download : fastest,
+                        rank0_slow ? fastest_upload : fastest});
   for (const auto& l : links) {
-    const double probe = every_download_slow ? l.upload_s : std::max(l.upload_s, l.download_s);
+    const double probe = rank0_slow ? l.upload_s : std::max(l.upload_s, l.download_s);
     candidates.push_back({l.host, ranks_on[l.host], 0, job_step, probe, fastest});
   }
   std::vector<std::string> lines;
   for (auto& c : candidates) {
-    c.cost_s = c.probe_s >= 2 * fastest ? wait * (1 - fastest / c.probe_s) : 0;
+    c.cost_s = c.probe_s >= 2 * c.fastest_probe_s
+                   ? std::min(wait, (c.probe_s - c.fastest_probe_s) * probes_per_step)
+                   : 0;
     const bool slow = c.cost_s > 0 && c.cost_s >= t_.min_excess_s && c.cost_s >= t_.min_share_of_step * job_step;
     auto it = std::find_if(states_.begin(), states_.end(), [&](const auto& e) { return e.first == c.host; });
     if (it == states_.end()) it = states_.insert(states_.end(), {c.host, HostState{}});

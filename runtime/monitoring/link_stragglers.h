@@ -6,15 +6,19 @@
 // without MPI or clocks, so it is tested on made-up figures.
 //
 // A probe is slow when it takes at least twice the window's fastest probe
-// (either direction, any host). Its cost to the job is the part of the
-// all-reduce wait a link as fast as the fastest would save: the median
-// rank's wait per step (step time − compute time) × (1 − fastest / its
+// (either direction, any host). Its cost to the job: a ring all-reduce moves
+// 2 (n - 1) / n of the gradient bytes over every rank's link each step, so
+// the link costs its extra time per probe (over the fastest) for that many
+// bytes, and at most the median rank's all-reduce wait (step time − compute
 // time). A host is slow in a window when that cost passes the compute
 // stragglers' thresholds (share of the step, milliseconds); it is named
 // after that many windows in a row and recovered after as many that are not.
-// When every probed host is slow (and there are two or more), the end they
-// share is: rank 0's host. With two hosts there is no faster link to
-// compare with, so a slow link between them is not named.
+// When every download from rank 0's host is slow against the fastest upload
+// (two or more probed hosts), the end they share is named: rank 0's host,
+// by the fastest of those downloads; otherwise each probed host is judged by
+// its slower direction. A link slow only into rank 0's host makes every
+// upload slow, and names every other host. With two hosts there is no faster
+// link to compare with, so a slow link between them is not named.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +61,8 @@ std::string link_straggler_message(const LinkStraggler& s, const std::string& ra
 class LinkStragglerDetector {
  public:
   LinkStragglerDetector(StragglerThresholds t, std::size_t probe_bytes) : t_(t), probe_bytes_(probe_bytes) {}
+  // Bytes each rank all-reduces per step (the gradients); 0: not known, nothing is named.
+  void set_reduce_bytes(std::int64_t bytes) { reduce_bytes_ = bytes; }
   // links: this window's probes; ranks: every rank's figures (its host's ranks
   // and the all-reduce wait come from them); steps, time_s as for
   // StragglerDetector::observe. Returns the log lines of what changed.
@@ -74,6 +80,7 @@ class LinkStragglerDetector {
   };
   StragglerThresholds t_;
   std::size_t probe_bytes_;
+  std::int64_t reduce_bytes_ = 0;
   std::vector<std::pair<std::string, HostState>> states_;  // in the order first seen
   std::vector<LinkStraggler> current_;
 };

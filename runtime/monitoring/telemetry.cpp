@@ -266,7 +266,7 @@ void Telemetry::publish() {
   window_start_ = Clock::now(), cpu_at_window_start_ = process_cpu_seconds();
   step_seconds_ = 0, wait_seconds_ = 0, steps_ = 0, samples_ = 0;
   if (!out_.is_open()) return;
-  TelemetryRecord record{pending_time_s_, pending_iteration_, {}, {}};
+  TelemetryRecord record{pending_time_s_, pending_iteration_, {}, {}, {}, {}};
   std::vector<RankWindow> windows;
   std::int64_t steps = 0;  // the same on every rank: steps are synchronous
   for (int r = 0; r < comm_.size(); ++r) {

@@ -110,6 +110,8 @@ class Telemetry {
   void on_notice(std::function<void(const std::string&)> say) { say_ = std::move(say); }
   std::vector<StragglerReport> stragglers() const { return detector_.reports(); }
   std::vector<LinkStragglerReport> link_stragglers() const { return link_detector_.reports(); }
+  // What each rank all-reduces per step (its gradient bytes), for the cost of a slow link.
+  void set_reduce_bytes(std::int64_t bytes) { link_detector_.set_reduce_bytes(bytes); }
   static constexpr std::size_t kLinkProbeBytes = 256 * 1024;
   void step_over() { last_step_end_ = Clock::now(); }
   bool timer_due() const { return seconds(window_start_) >= std::max(interval_s_, min_window_s_); }

@@ -10,8 +10,10 @@ namespace dlscale {
 
 namespace {
 MPI_Datatype mpi_type(DType dtype) { return dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT; }
-// The only point-to-point messages on comm_ are those of a blocking
-// fixed-order tensor sum (GradientBuckets uses a communicator of its own).
+// The point-to-point messages on comm_ are those of a blocking fixed-order
+// tensor sum (tags 1 and 2: FixedOrderAllreduce uses tag and tag + 1) and
+// telemetry's link probe (link_probe.cpp, tag 100); GradientBuckets uses a
+// communicator of its own.
 constexpr int kTensorSumTag = 1;
 }  // namespace
 
@@ -135,7 +137,7 @@ void Communicator::barrier_polled(double poll_s, const std::function<void()>& lo
     DLSCALE_CHECK_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
     if (done) return;
     if (look && std::chrono::steady_clock::now() >= next_look) {
-      look();  // a throw leaves the barrier posted: the error ends the job (MPI_Abort)
+      look();  // it may end the wait by exiting or throwing; the barrier stays posted
       next_look = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));

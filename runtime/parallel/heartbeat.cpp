@@ -110,8 +110,9 @@ bool HeartbeatWriter::write_once() {
   const std::string text = to_json_line(beat_);
   lock.unlock();
   // Best effort: a full disk or a folder not there yet costs one beat, not
-  // the run. Only the last level is made: the run directory is rank 0's to
-  // create, after every check a user's mistake could fail.
+  // the run (beats missing for collective-timeout read as silence, to peers
+  // and to idle ranks alike). Only the last level is made: the run directory
+  // is rank 0's to create, after every check a user's mistake could fail.
   std::error_code ec;
   std::filesystem::create_directory(dir_, ec);
   link_.beat();

@@ -8,7 +8,9 @@
 namespace dlscale {
 
 namespace {
-constexpr int kLinkProbeTag = 2;  // beside communicator.cpp's tensor-sum tag; never in flight together
+// Apart from communicator.cpp's tensor-sum tags (1 and 2: FixedOrderAllreduce
+// uses tag and tag + 1), though the two are never in flight together.
+constexpr int kLinkProbeTag = 100;
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
@@ -52,6 +54,9 @@ std::vector<LinkTimes> probe_links(Communicator& comm, const std::vector<std::st
   std::vector<double> uploads(comm.size(), 0);
   DLSCALE_CHECK_MPI(MPI_Gather(&my_upload, 1, MPI_DOUBLE, uploads.data(), 1, MPI_DOUBLE, 0, c));
   for (auto& t : out) t.upload_s = uploads[t.rank];
+  // Every rank leaves together: a rank that left early would wait for rank 0
+  // in its next step's all-reduce, and the probe would read as that step's wait.
+  DLSCALE_CHECK_MPI(MPI_Barrier(c));
   return out;
 }
 

@@ -261,6 +261,7 @@ TrainingRun::TrainingRun(const TrainingOptions& o, Communicator& comm, const Job
   for (const auto& n : claim_notes) dir_->say("note: " + n);
   telemetry_.emplace(comm, job, dir_->file("telemetry.jsonl"), dir_->writer(), !o.resume.empty());
   telemetry_->on_notice([this](const std::string& line) { dir_->say(line); });
+  telemetry_->set_reduce_bytes(net_->parameter_count() * static_cast<std::int64_t>(size_of(dtype_)));
   if (dir_->live()) bar_.emplace(o.max_epochs, sampler_->batches_per_epoch(), o.mini_batch_size);
   if (loss_scaling_enabled(o.loss_scale, o.half_type())) {
     state_.loss_scale.scale = o.loss_scale.initial_scale;  // a resumed run takes the checkpoint's
@@ -463,7 +464,7 @@ void TrainingRun::run_validation() {
 }
 
 void TrainingRun::checkpoint() {
-  // Idle ranks watching a lone computing rank allow a write checkpoint-timeout, not collective-timeout.
+  // Idle ranks watching a lone computing rank allow a write checkpoint-timeout (0: no limit), not collective-timeout.
   struct Activity {
     CollectiveWatchdog& dog;
     ~Activity() { dog.set_activity(nullptr, 0); }
@@ -499,6 +500,7 @@ TrainingResult TrainingRun::run() {
     gpu_ = make_gpu_training(*net_, *optimizer_, *buckets_, comm_, g);
   }
   dir_->log(progress_header());
+  watchdog_.set_activity(nullptr, 0);  // start-up is over: steps show progress from here
   result_.stop_reason = "max epochs";
   const auto t_loop = Clock::now();
   const std::int64_t first_samples = state_.samples_seen;
@@ -574,7 +576,11 @@ TrainingResult TrainingRun::finish() {
   }
   result_.wall_time_s = seconds_since(t_start_);
   const std::vector<double> peak_rss = telemetry_->gather_peak_memory();  // on rank 0
-  if (dir_->writer()) save_model(dir_->file("model.h5"), *net_);
+  if (dir_->writer()) {
+    watchdog_.set_activity("writing the model", o_.checkpoint_timeout_s);
+    save_model(dir_->file("model.h5"), *net_);
+    watchdog_.set_activity(nullptr, 0);
+  }
   nlohmann::json summary = {{"epochs", result_.epochs},
                             {"iterations", result_.iterations},
                             {"wall_time_s", result_.wall_time_s},
@@ -619,8 +625,8 @@ TrainingResult TrainingRun::finish() {
 // under the collective timeout. A computing rank that fails aborts the job
 // and ends it under mpirun and srun (--kill-on-bad-exit); one that is stopped,
 // cut off or stuck is named from the heartbeats (idle_wait.h), which ends the
-// job with the lost-ranks line a requeue acts on. It sleeps between tests
-// instead of spinning a core.
+// job with the lost-ranks line a requeue acts on (the rank exits). It sleeps
+// between tests instead of spinning a core.
 void wait_for_computing_ranks(const TrainingOptions& o, Communicator& world, const JobSetup& job,
                               CollectiveWatchdog& watchdog) {
   watchdog.set_computes(false);
@@ -628,9 +634,7 @@ void wait_for_computing_ranks(const TrainingOptions& o, Communicator& world, con
   std::vector<int> computing;
   for (int r = 0; r < world.size(); ++r)
     if (job.plan.ranks[r].computes) computing.push_back(r);
-  std::vector<std::string> hosts;
-  for (const auto& r : job.ranks) hosts.push_back(r.host);
-  IdleWaitWatch watch(computing, hosts, o.collective_timeout_s);
+  IdleWaitWatch watch(computing, o.collective_timeout_s);
   const auto t0 = Clock::now();
   auto look = [&] {
     if (watchdog.heartbeat_dir().empty()) return;  // no run directory: nothing to read
@@ -642,10 +646,22 @@ void wait_for_computing_ranks(const TrainingOptions& o, Communicator& world, con
     if (!watch.lost_host().empty()) lost_hosts.push_back(watch.lost_host());
     watchdog.write_lost_ranks_line(problem + "; idle " + rank_list({world.rank()}) + " waits for the computing ranks",
                                    lost_hosts);
-    char limit[32];
-    std::snprintf(limit, sizeof limit, "%g", o.collective_timeout_s);
-    fail("idle rank " + std::to_string(world.rank()) + " waited for the computing ranks, and " + problem +
-         " (collective-timeout = " + limit + " s)");
+    // Long work under way (start-up, a write) had checkpoint-timeout; the rest collective-timeout.
+    const bool long_work = problem.find(" while ") != std::string::npos;
+    char limit[64];
+    std::snprintf(limit, sizeof limit, "%s = %g s", long_work ? "checkpoint-timeout" : "collective-timeout",
+                  long_work ? o.checkpoint_timeout_s : o.collective_timeout_s);
+    // Not an exception and MPI_Abort: this rank's Ibarrier stays posted, and
+    // a computing rank continued meanwhile (mpirun sends SIGCONT before it
+    // ends a job) could complete it, take the job for finished and remove
+    // the lost-rank marker the requeue needs. A rank that exits is what
+    // mpirun and srun (--kill-on-bad-exit) end the job on.
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    std::fprintf(stderr, "dlscale: rank %d (%s): error: idle rank %d waited for the computing ranks, and %s (%s)\n",
+                 world.rank(), host, world.rank(), problem.c_str(), limit);
+    std::fflush(stderr);
+    std::_Exit(1);
   };
   world.barrier_polled(0.05, look);
 }
@@ -672,6 +688,9 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
   // Each rank's heartbeat in the run directory, so whichever rank notices a
   // silent one can name it (runtime/parallel/heartbeat.h, lost_ranks.h).
   if (!o.output.empty()) watchdog.start_heartbeat(o.output + "/heartbeat", world.size(), o.output + "/log.txt");
+  // Start-up (shard checks that read a dataset, a checkpoint restored, GPU
+  // set-up) advances no step: idle ranks allow it checkpoint-timeout.
+  watchdog.set_activity("starting up", o.checkpoint_timeout_s);
   world.set_watchdog(&watchdog);
   // However trainnet ends, an exception included, the caller's Communicator
   // must not keep a pointer to this watchdog: its next collective would use
@@ -698,8 +717,12 @@ TrainingResult trainnet(const TrainingOptions& o, Communicator& world) {
     // every job with idle ranks at its end (IdleRank.* found it).
     world.barrier_polled(0.01);
     // Every rank got here: a line naming a rank silent for a while (stopped,
-    // then continued) must not requeue a job that finished.
-    if (world.rank() == 0 && !o.output.empty()) {
+    // then continued) must not requeue a job that finished. Only then: an
+    // idle rank's part of this barrier was posted when it began to wait, so
+    // the barrier completes even after that rank gave up on a stopped
+    // computing rank, which mpirun's SIGCONT and TERM then stop at a
+    // checkpoint (its preempted marker requeues, and the line stays).
+    if (world.rank() == 0 && !o.output.empty() && result.stop_reason != "preempted") {
       std::remove((o.output + "/" + kLostRankMarker).c_str());
       std::remove((o.output + "/" + kLostHostsFile).c_str());
     }

@@ -176,13 +176,12 @@ TEST(JobScript, LostRankMarkerRequeuesAtMostThreeTimes) {
 
 // The silent host the watchdog named stays out of the requeued start:
 // Slurm still counts a node rebooted faster than its timeout as healthy.
-// Only a pending job's excluded nodes can change, hence requeue with hold,
-// update, release.
+// Only a pending job's excluded nodes can change: a requeued job is pending
+// (and completing) until the script ends, so the update follows the requeue.
 TEST(JobScript, LostRankRequeueExcludesTheSilentHosts) {
   ScriptRun r = run_with_stand_ins(
       "lost-hosts", {.srun_exit = 1, .srun_leaves_lost_rank = true, .srun_leaves_lost_hosts = true});
-  EXPECT_EQ(r.scontrol_calls, "requeuehold 4242\nshow job 4242\nupdate JobId=4242 ExcNodeList=node2\nrelease 4242\n")
-      << r.out;
+  EXPECT_EQ(r.scontrol_calls, "requeue 4242\nshow job 4242\nupdate JobId=4242 ExcNodeList=node2\n") << r.out;
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_NE(r.out.find("dlscale: the requeued start excludes node2"), std::string::npos) << r.out;
 }

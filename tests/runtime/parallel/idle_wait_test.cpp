@@ -21,18 +21,19 @@ std::vector<std::optional<Heartbeat>> beats(double time, std::int64_t work, std:
 }
 
 TEST(IdleWait, ARankThatAdvancesIsNeverCalledLost) {
-  IdleWaitWatch watch({0}, {"node1", "node2"}, 10);
+  IdleWaitWatch watch({0}, 10);
   for (int t = 0; t < 100; ++t) EXPECT_EQ(watch.look(beats(t, t / 5), t), "") << "at " << t << " s";
 }
 
 TEST(IdleWait, ASilentHeartbeatIsNamedAfterTheLimit) {
-  IdleWaitWatch watch({0}, {"node1", "node2"}, 10);
+  IdleWaitWatch watch({0}, 10);
   for (int t = 0; t <= 10; ++t) EXPECT_EQ(watch.look(beats(3, 1, 4), t), "") << "at " << t << " s";
   EXPECT_EQ(watch.look(beats(3, 1, 4), 14), "rank 0 (node1) silent for 14 s, last left an all-reduce of metrics #4 at iteration 7");
+  EXPECT_EQ(watch.lost_host(), "node1");
 }
 
 TEST(IdleWait, ARankAliveButStuckOutsideAnyCollectiveIsNamed) {
-  IdleWaitWatch watch({0}, {"node1", "node2"}, 10);
+  IdleWaitWatch watch({0}, 10);
   for (int t = 0; t <= 10; ++t) EXPECT_EQ(watch.look(beats(t, 5, 4), t), "") << "at " << t << " s";
   EXPECT_EQ(watch.look(beats(11, 5, 4), 11),
             "rank 0 (node1) is alive but has not advanced for 11 s outside any collective, last left an all-reduce of "
@@ -40,7 +41,7 @@ TEST(IdleWait, ARankAliveButStuckOutsideAnyCollectiveIsNamed) {
 }
 
 TEST(IdleWait, ALongCheckpointWriteHasItsOwnLimit) {
-  IdleWaitWatch watch({0}, {"node1", "node2"}, 10);
+  IdleWaitWatch watch({0}, 10);
   for (int t = 0; t <= 30; ++t)
     EXPECT_EQ(watch.look(beats(t, 5, 4, false, "writing a checkpoint", 30), t), "") << "at " << t << " s";
   EXPECT_NE(watch.look(beats(31, 5, 4, false, "writing a checkpoint", 30), 31.5)
@@ -49,22 +50,48 @@ TEST(IdleWait, ALongCheckpointWriteHasItsOwnLimit) {
 }
 
 TEST(IdleWait, ARankInACollectiveIsItsPeersToBound) {
-  IdleWaitWatch watch({0}, {"node1", "node2"}, 10);
+  IdleWaitWatch watch({0}, 10);
   for (int t = 0; t < 100; ++t) EXPECT_EQ(watch.look(beats(t, 5, 4, true), t), "") << "at " << t << " s";
 }
 
-TEST(IdleWait, NoHeartbeatAtAllIsNamedToo) {
-  IdleWaitWatch watch({0, 2}, {"node1", "node2", "node3"}, 10);
+// The run directory (and every heartbeat file) is made after start-up's
+// checks, which may read a whole dataset: a rank is watched from its first
+// beat on, and its host is only excluded when it went silent.
+TEST(IdleWait, ARankIsWatchedFromItsFirstHeartbeat) {
+  IdleWaitWatch watch({0, 2}, 10);
   auto b = beats(0, 0);
-  b.push_back(std::nullopt);  // rank 2 computes and never wrote one
-  EXPECT_EQ(watch.look(b, 0), "");
-  b[0]->time = 12;
-  b[0]->progress.count = 3;
-  EXPECT_EQ(watch.look(b, 12), "rank 2 (node3) wrote no heartbeat for 12 s");
+  b.push_back(std::nullopt);  // rank 2 computes and has written no file yet
+  for (int t = 0; t <= 100; ++t) {
+    b[0]->time = t, b[0]->progress.count = t;
+    EXPECT_EQ(watch.look(b, t), "") << "at " << t << " s";
+  }
+  Heartbeat late;
+  late.rank = 2, late.host = "node3", late.time = 100, late.progress.count = 1;
+  b[2] = late;  // its first beat, then silence
+  for (int t = 101; t <= 111; ++t) {
+    b[0]->time = t, b[0]->progress.count = t;
+    EXPECT_EQ(watch.look(b, t), "") << "at " << t << " s";
+  }
+  b[0]->time = 112, b[0]->progress.count = 112;
+  EXPECT_EQ(watch.look(b, 112), "rank 2 (node3) silent for 11 s, before its first collective");
+  EXPECT_EQ(watch.lost_host(), "node3");
+}
+
+TEST(IdleWait, AStuckRanksHostIsNotExcluded) {
+  IdleWaitWatch watch({0}, 10);
+  for (int t = 0; t <= 11; ++t) watch.look(beats(t, 5, 4), t);
+  EXPECT_NE(watch.look(beats(12, 5, 4), 12), "");
+  EXPECT_EQ(watch.lost_host(), "") << "alive but stuck: a software hang, not a bad node";
+}
+
+TEST(IdleWait, LongWorkWithoutALimitIsNeverCut) {
+  IdleWaitWatch watch({0}, 10);
+  for (int t = 0; t < 100; ++t)
+    EXPECT_EQ(watch.look(beats(t, 5, 4, false, "writing a checkpoint", 0), t), "") << "at " << t << " s";
 }
 
 TEST(IdleWait, NoLimitWaitsForEver) {
-  IdleWaitWatch watch({0}, {"node1", "node2"}, 0);
+  IdleWaitWatch watch({0}, 0);
   EXPECT_EQ(watch.look(beats(0, 0), 0), "");
   EXPECT_EQ(watch.look(beats(0, 0), 1e6), "");
 }

@@ -75,27 +75,26 @@ if [ -e "$task_dir/run/preempted" ]; then
 # checkpoint, at most 3 times in the job's life, since a rank that hangs for a reason
 # a restart does not cure would loop.
 # The silent hosts (run/lost-rank-hosts) stay out of the next start: Slurm may count a node
-# rebooted faster than its timeout, or one whose link is cut, as healthy. A requeue with
-# hold lets the job's excluded nodes change before it is released (only a pending job's can).
+# rebooted faster than its timeout, or one whose link is cut, as healthy. Only a pending job's
+# excluded nodes can change; a requeued job is pending (and completing) until this script ends.
 elif [ -e "$task_dir/run/lost-rank" ] && [ "${SLURM_RESTART_COUNT:-0}" -lt 3 ]; then
   trap '' TERM
   status=3
   echo "dlscale: ranks stopped answering ($(paste -sd ' ' "$task_dir/run/lost-rank")); requeueing Slurm job $SLURM_JOB_ID to resume from the last checkpoint (requeue $(( ${SLURM_RESTART_COUNT:-0} + 1 )) of at most 3)"
   silent=""
   [ ! -s "$task_dir/run/lost-rank-hosts" ] || silent=$(sort -u "$task_dir/run/lost-rank-hosts" | paste -sd ,)
-  if [ -n "$silent" ] && scontrol requeuehold "$SLURM_JOB_ID"; then
-    excluded=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/.*ExcNodeList=\([^ ]*\).*/\1/p' || true)
-    case $excluded in '' | '(null)') excluded=$silent ;; *) excluded=$excluded,$silent ;; esac
-    updated=""
-    for try in 1 2 3 4 5; do  # pending (and completing) at once, as seen; a moment more at most
-      scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$excluded" 2>/dev/null && updated=1 && break
-      sleep 1
-    done
-    [ -n "$updated" ] && echo "dlscale: the requeued start excludes $excluded" ||
-      echo "dlscale: could not exclude $silent from the requeued start" >&2
-    scontrol release "$SLURM_JOB_ID" || echo "dlscale: scontrol release failed: release job $SLURM_JOB_ID by hand" >&2
+  if scontrol requeue "$SLURM_JOB_ID"; then
+    if [ -n "$silent" ]; then
+      excluded=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/.*ExcNodeList=\([^ ]*\).*/\1/p' || true)
+      case $excluded in '' | '(null)') excluded=$silent ;; *) excluded=$excluded,$silent ;; esac
+      if why=$(scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$excluded" 2>&1); then
+        echo "dlscale: the requeued start excludes $excluded"
+      else
+        echo "dlscale: could not exclude $silent from the requeued start: $why" >&2
+      fi
+    fi
   else
-    scontrol requeue "$SLURM_JOB_ID" || echo "dlscale: scontrol requeue failed: resubmit the job to resume it" >&2
+    echo "dlscale: scontrol requeue failed: resubmit the job to resume it" >&2
   fi
 fi
 exit "$status"

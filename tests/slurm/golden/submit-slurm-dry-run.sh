@@ -26,7 +26,7 @@ trap 'exit 143' TERM
 trap : USR1
 # A requeued job starts here again: the previous start's exit status and preemption
 # marker are history (the marker is what requeues the job, see the end).
-rm -f "$task_dir/exit-status" "$task_dir/run/preempted" "$task_dir/run/lost-rank"
+rm -f "$task_dir/exit-status" "$task_dir/run/preempted" "$task_dir/run/lost-rank" "$task_dir/run/lost-rank-hosts"
 [ -z "${SLURM_RESTART_COUNT:-}" ] || echo "dlscale: started again after a requeue (restart $SLURM_RESTART_COUNT)"
 date -u +%Y-%m-%dT%H:%M:%SZ >"$task_dir/started"
 
@@ -78,10 +78,27 @@ if [ -e "$task_dir/run/preempted" ]; then
 # rebooted faster than Slurm noticed, a link cut): requeue to resume from the last
 # checkpoint, at most 3 times in the job's life, since a rank that hangs for a reason
 # a restart does not cure would loop.
+# The silent hosts (run/lost-rank-hosts) stay out of the next start: Slurm may count a node
+# rebooted faster than its timeout, or one whose link is cut, as healthy. Only a pending job's
+# excluded nodes can change; a requeued job is pending (and completing) until this script ends.
 elif [ -e "$task_dir/run/lost-rank" ] && [ "${SLURM_RESTART_COUNT:-0}" -lt 3 ]; then
   trap '' TERM
   status=3
   echo "dlscale: ranks stopped answering ($(paste -sd ' ' "$task_dir/run/lost-rank")); requeueing Slurm job $SLURM_JOB_ID to resume from the last checkpoint (requeue $(( ${SLURM_RESTART_COUNT:-0} + 1 )) of at most 3)"
-  scontrol requeue "$SLURM_JOB_ID" || echo "dlscale: scontrol requeue failed: resubmit the job to resume it" >&2
+  silent=""
+  [ ! -s "$task_dir/run/lost-rank-hosts" ] || silent=$(sort -u "$task_dir/run/lost-rank-hosts" | paste -sd ,)
+  if scontrol requeue "$SLURM_JOB_ID"; then
+    if [ -n "$silent" ]; then
+      excluded=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/.*ExcNodeList=\([^ ]*\).*/\1/p' || true)
+      case $excluded in '' | '(null)') excluded=$silent ;; *) excluded=$excluded,$silent ;; esac
+      if why=$(scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$excluded" 2>&1); then
+        echo "dlscale: the requeued start excludes $excluded"
+      else
+        echo "dlscale: could not exclude $silent from the requeued start: $why" >&2
+      fi
+    fi
+  else
+    echo "dlscale: scontrol requeue failed: resubmit the job to resume it" >&2
+  fi
 fi
 exit "$status"
