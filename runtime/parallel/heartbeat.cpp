@@ -59,6 +59,12 @@ std::optional<Heartbeat> read_heartbeat(const std::string& dir, int rank) {
   return parse_heartbeat(text.str());
 }
 
+std::vector<std::optional<Heartbeat>> read_heartbeats(const std::string& dir, int world_size) {
+  std::vector<std::optional<Heartbeat>> beats;
+  for (int r = 0; r < world_size; ++r) beats.push_back(read_heartbeat(dir, r));
+  return beats;
+}
+
 HeartbeatWriter::HeartbeatWriter(std::string dir, int rank, const CollectiveRecord& record, double period_s)
     : dir_(std::move(dir)), record_(record), link_(dir_, rank), period_s_(period_s) {
   char host[256] = "";

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/parallel/collective_record.h"
 #include "runtime/parallel/link_beat.h"
@@ -41,6 +42,8 @@ std::string to_json_line(const Heartbeat& beat);
 // nullopt for a file cut short or not a heartbeat.
 std::optional<Heartbeat> parse_heartbeat(const std::string& text);
 std::optional<Heartbeat> read_heartbeat(const std::string& dir, int rank);
+// Ranks 0 .. world_size-1, each read as above.
+std::vector<std::optional<Heartbeat>> read_heartbeats(const std::string& dir, int world_size);
 
 class HeartbeatWriter {
  public:

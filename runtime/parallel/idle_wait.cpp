@@ -14,7 +14,7 @@ std::string seconds(double s) { return std::to_string(std::llround(s)) + " s"; }
 }  // namespace
 
 std::string IdleWaitWatch::look(const std::vector<std::optional<Heartbeat>>& beats, double now) {
-  lost_host_.clear();
+  lost_host_.clear(), lost_in_long_work_ = false;
   if (limit_s_ <= 0) return {};
   for (std::size_t i = 0; i < computing_.size(); ++i) {
     const int rank = computing_[i];
@@ -42,10 +42,12 @@ std::string IdleWaitWatch::look(const std::vector<std::optional<Heartbeat>>& bea
     if (long_work && b->progress.activity_limit <= 0) continue;  // its option says: no limit
     const double limit = long_work ? b->progress.activity_limit : limit_s_;
     // Alive: its host is not excluded (a hang in software is no bad node).
-    if (now - s.work_changed > limit)
+    if (now - s.work_changed > limit) {
+      lost_in_long_work_ = long_work;
       return who + " is alive but has not advanced for " + seconds(now - s.work_changed) +
              (long_work ? " while " + b->progress.activity : std::string(" outside any collective")) + ", " +
              last_collective_words(b->last);
+    }
   }
   return {};
 }

@@ -35,6 +35,8 @@ class IdleWaitWatch {
   // The host of the silent rank the last look() named (empty: none, or one
   // alive but stuck, whose host a requeue need not avoid).
   const std::string& lost_host() const { return lost_host_; }
+  // Whether that rank ran out of its long work's own limit (not limit_s).
+  bool lost_in_long_work() const { return lost_in_long_work_; }
 
  private:
   struct Seen {
@@ -46,6 +48,7 @@ class IdleWaitWatch {
   };
   std::vector<int> computing_;
   std::string lost_host_;
+  bool lost_in_long_work_ = false;
   double limit_s_;
   std::vector<Seen> seen_;  // by position in computing_
 };

@@ -96,12 +96,10 @@ void CollectiveWatchdog::set_computes(bool computes) {
 double CollectiveWatchdog::silent_after_s() const { return std::clamp(timeout_s_ / 3, 2.0, 5.0); }
 
 LostRanks CollectiveWatchdog::lost_ranks_line(bool at_timeout) {
-  std::vector<std::optional<Heartbeat>> beats;
-  for (int r = 0; r < world_size_; ++r) {
-    beats.push_back(read_heartbeat(heartbeat_dir_, r));
-    // Written before this process started: a previous start's (a requeue), not silence of this one.
-    if (beats.back() && beats.back()->time < heartbeat_started_) beats.back().reset();
-  }
+  std::vector<std::optional<Heartbeat>> beats = read_heartbeats(heartbeat_dir_, world_size_);
+  // Written before this process started: a previous start's (a requeue), not silence of this one.
+  for (auto& b : beats)
+    if (b && b->time < heartbeat_started_) b.reset();
   // This rank's own state, first hand: its file may lag by a beat, or not
   // be there yet (job setup runs before rank 0 makes the run directory).
   if (rank_ < world_size_) {

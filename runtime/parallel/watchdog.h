@@ -101,6 +101,20 @@ class CollectiveWatchdog {
   std::thread thread_;
 };
 
+// Scoped long work (set_activity), cleared however the scope ends.
+class ScopedActivity {
+ public:
+  ScopedActivity(CollectiveWatchdog& dog, const char* what, double limit_s) : dog_(dog) {
+    dog_.set_activity(what, limit_s);
+  }
+  ~ScopedActivity() { dog_.set_activity(nullptr, 0); }
+  ScopedActivity(const ScopedActivity&) = delete;
+  ScopedActivity& operator=(const ScopedActivity&) = delete;
+
+ private:
+  CollectiveWatchdog& dog_;
+};
+
 // Scoped mark: CollectiveWatchdog::enter in the constructor, leave in the destructor.
 class WatchedWait {
  public:

@@ -465,11 +465,7 @@ void TrainingRun::run_validation() {
 
 void TrainingRun::checkpoint() {
   // Idle ranks watching a lone computing rank allow a write checkpoint-timeout (0: no limit), not collective-timeout.
-  struct Activity {
-    CollectiveWatchdog& dog;
-    ~Activity() { dog.set_activity(nullptr, 0); }
-  } activity{watchdog_};
-  watchdog_.set_activity("writing a checkpoint", o_.checkpoint_timeout_s);
+  ScopedActivity writing(watchdog_, "writing a checkpoint", o_.checkpoint_timeout_s);
   sync_buffers();
   const std::string path =
       write_checkpoint(checkpoint_dir_, *net_, *optimizer_, state_, identity_, comm_, o_.checkpoint_keep);
@@ -577,9 +573,8 @@ TrainingResult TrainingRun::finish() {
   result_.wall_time_s = seconds_since(t_start_);
   const std::vector<double> peak_rss = telemetry_->gather_peak_memory();  // on rank 0
   if (dir_->writer()) {
-    watchdog_.set_activity("writing the model", o_.checkpoint_timeout_s);
+    ScopedActivity writing(watchdog_, "writing the model", o_.checkpoint_timeout_s);
     save_model(dir_->file("model.h5"), *net_);
-    watchdog_.set_activity(nullptr, 0);
   }
   nlohmann::json summary = {{"epochs", result_.epochs},
                             {"iterations", result_.iterations},
@@ -638,16 +633,14 @@ void wait_for_computing_ranks(const TrainingOptions& o, Communicator& world, con
   const auto t0 = Clock::now();
   auto look = [&] {
     if (watchdog.heartbeat_dir().empty()) return;  // no run directory: nothing to read
-    std::vector<std::optional<Heartbeat>> beats;
-    for (int r = 0; r < world.size(); ++r) beats.push_back(read_heartbeat(watchdog.heartbeat_dir(), r));
-    const std::string problem = watch.look(beats, seconds_since(t0));
+    const std::string problem = watch.look(read_heartbeats(watchdog.heartbeat_dir(), world.size()), seconds_since(t0));
     if (problem.empty()) return;
     std::vector<std::string> lost_hosts;
     if (!watch.lost_host().empty()) lost_hosts.push_back(watch.lost_host());
     watchdog.write_lost_ranks_line(problem + "; idle " + rank_list({world.rank()}) + " waits for the computing ranks",
                                    lost_hosts);
     // Long work under way (start-up, a write) had checkpoint-timeout; the rest collective-timeout.
-    const bool long_work = problem.find(" while ") != std::string::npos;
+    const bool long_work = watch.lost_in_long_work();
     char limit[64];
     std::snprintf(limit, sizeof limit, "%s = %g s", long_work ? "checkpoint-timeout" : "collective-timeout",
                   long_work ? o.checkpoint_timeout_s : o.collective_timeout_s);

@@ -47,6 +47,7 @@ TEST(IdleWait, ALongCheckpointWriteHasItsOwnLimit) {
   EXPECT_NE(watch.look(beats(31, 5, 4, false, "writing a checkpoint", 30), 31.5)
                 .find("has not advanced for 32 s while writing a checkpoint"),
             std::string::npos);
+  EXPECT_TRUE(watch.lost_in_long_work()) << "checkpoint-timeout ran out, not collective-timeout";
 }
 
 TEST(IdleWait, ARankInACollectiveIsItsPeersToBound) {
@@ -82,6 +83,7 @@ TEST(IdleWait, AStuckRanksHostIsNotExcluded) {
   for (int t = 0; t <= 11; ++t) watch.look(beats(t, 5, 4), t);
   EXPECT_NE(watch.look(beats(12, 5, 4), 12), "");
   EXPECT_EQ(watch.lost_host(), "") << "alive but stuck: a software hang, not a bad node";
+  EXPECT_FALSE(watch.lost_in_long_work());
 }
 
 TEST(IdleWait, LongWorkWithoutALimitIsNeverCut) {
