@@ -14,6 +14,7 @@
 
 #include "bench_common.h"
 #include "runtime/core/blas.h"
+#include "runtime/core/heap.h"
 
 namespace {
 
@@ -50,6 +51,7 @@ Tensor random_input(const Network& net, const Shape& per_sample, bool token_ids,
 int run(int argc, char** argv) {
   if (argc < 2) fail("usage: layer_bench CONFIG.ini [batch] [threads] [repetitions]");
   const std::int64_t batch = argc > 2 ? std::stoll(argv[2]) : 128;
+  keep_freed_tensor_memory_mapped();  // as the dlscale command line does
   set_cpu_threads(argc > 3 ? std::stoi(argv[3]) : 2);
   const int reps = argc > 4 ? std::stoi(argv[4]) : 20;
   // The layers as Network builds them: graph inputs (input=, add), the first

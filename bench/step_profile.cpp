@@ -31,6 +31,7 @@
 #include "bench_common.h"
 #include "layers/softmax.h"
 #include "runtime/core/blas.h"
+#include "runtime/core/heap.h"
 #include "runtime/parallel/gradient_buckets.h"
 #include "runtime/training/optimizer.h"
 
@@ -406,6 +407,7 @@ Json config_summary(const Context& c, const ConfigTimes& ct) {
 int run(int argc, char** argv) {
   Communicator comm;
   const Args a = parse_args(argc, argv);
+  keep_freed_tensor_memory_mapped();  // as the dlscale command line does
   set_cpu_threads(1);
   Network net(read_spec(a.config), DType::f32, 1);
   SolverOptions solver;

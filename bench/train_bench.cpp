@@ -24,6 +24,7 @@
 #include <cblas.h>
 
 #include "runtime/core/blas.h"
+#include "runtime/core/heap.h"
 #include "runtime/parallel/gradient_buckets.h"
 #include "runtime/training/optimizer.h"
 
@@ -94,6 +95,7 @@ int run(int argc, char** argv) {
   const int repeats = argc > 5 ? std::stoi(argv[5]) : 3;
   const std::int64_t batch = argc > 6 ? std::stoll(argv[6]) : 128;
   const bool measure_gemm = argc > 7 ? std::stoi(argv[7]) != 0 : true;
+  keep_freed_tensor_memory_mapped();  // as the dlscale command line does
   set_cpu_threads(threads);
   Communicator comm;
 

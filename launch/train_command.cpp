@@ -8,6 +8,7 @@
 #include "launch/cpu_binding.h"
 #include "launch/train_options.h"
 #include "runtime/core/blas.h"
+#include "runtime/core/heap.h"
 #include "runtime/training/preemption.h"
 #include "runtime/training/trainer.h"
 
@@ -41,6 +42,7 @@ int train_command(const Args& args, Communicator& comm) {
       return 0;
     }
   TrainingOptions options = parse_training_options(args, comm);
+  keep_freed_tensor_memory_mapped();
   set_cpu_threads(options.threads > 0 ? options.threads : default_cpu_threads(comm));
   install_preemption_handlers();
   TrainingResult result = trainnet(options, comm);

@@ -4,7 +4,6 @@
 #include "runtime/core/blas.h"
 
 #include <cblas.h>
-#include <malloc.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -97,14 +96,6 @@ void gemm<double>(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t
 }
 
 void set_cpu_threads(int threads) {
-  // Every step allocates and frees the same large activation tensors. With
-  // glibc's defaults blocks that large go back to the kernel when freed, so
-  // each step took page faults and zeroed fresh pages again (measured on the
-  // CNN: 457k page faults in 32 steps, 18% of the process's CPU time).
-  // Serving blocks up to 32 MiB (glibc's maximum here) from the heap and
-  // trimming it only past 256 MiB keeps that memory mapped between steps.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   if (threads < 1) threads = 1;
   omp_set_num_threads(threads);
   openblas_set_num_threads(1);  // OpenBLAS's GEMMs are split over OpenMP's threads (openblas_on_openmp)

@@ -19,9 +19,7 @@ const char* float_gemm_backend();
 // The OpenBLAS kernel family in use ("Haswell", "SkylakeX", ...; OPENBLAS_CORETYPE overrides it).
 const char* openblas_core();
 
-// Threads for BLAS and for the OpenMP loops of the CPU kernels. Also sets
-// glibc's malloc to keep freed tensor memory mapped (see blas.cpp), which
-// every process that trains wants; the setting is process-wide.
+// Threads for BLAS and for the OpenMP loops of the CPU kernels.
 void set_cpu_threads(int threads);
 int cpu_threads();
 

@@ -162,10 +162,12 @@ TEST_F(FailingRank, StoppedRankIsNamedWithItsHostAndLastCollective) {
                             dir);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";
-  // Its last heartbeat (at most a second before the stop) says where it was.
+  // Its last heartbeat (at most a second before the stop) says where it was:
+  // any collective, such as "the step-boundary agreement (stop and checkpoint
+  // decisions)", hence the parentheses.
   const std::string line = lost_line(r);
   EXPECT_TRUE(std::regex_match(line, std::regex("rank 1 \\(" + host_name() +
-                                                "\\) silent for [0-9]+ s, last (in|left) [a-z -]+ #[0-9]+ at iteration "
+                                                "\\) silent for [0-9]+ s, last (in|left) [a-z ()-]+ #[0-9]+ at iteration "
                                                 "[0-9]+; ranks 0, 2, 3 wait in the gradient all-reduce #[0-9]+")))
       << r.err;
   expect_the_line_everywhere(dir / "run", line);
