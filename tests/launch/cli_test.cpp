@@ -102,6 +102,27 @@ TEST_F(Cli, CommandLineWinsOverConfigFile) {
   EXPECT_NE(read_file(dir / "run" / "config.ini").find("max-epochs = 1\n"), std::string::npos);
 }
 
+// Without a new permutation each epoch, drop-last drops the same samples
+// every epoch: said once, at start, with the count; every-epoch says nothing.
+TEST_F(Cli, ShuffleThatDropsTheSameSamplesEveryEpochIsSaidOnce) {
+  for (const std::string mode : {"once", "never", "every-epoch"}) {
+    const fs::path run = dir / ("run-" + mode);
+    RunResult r = run_command(dlscale_binary() + " train " + (dir / "mlp.ini").string() + " --output " + run.string() +
+                                  " --verbose false --max-epochs 2 --mini-batch-size 48 --shuffle " + mode,
+                              dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string log = read_file(run / "log.txt");
+    if (mode == "every-epoch") {
+      EXPECT_EQ(log.find("drops the same"), std::string::npos) << log;
+      continue;
+    }
+    const std::string warning = "warning: shuffle = " + mode + " drops the same 16 of 640 training samples every epoch";
+    const auto at = log.find(warning);
+    EXPECT_NE(at, std::string::npos) << log;
+    EXPECT_EQ(log.find(warning, at + 1), std::string::npos) << "said more than once: " << log;
+  }
+}
+
 TEST_F(Cli, CheckpointsAreWrittenAtTheirFrequency) {
   ASSERT_EQ(train("--checkpoint-frequency 1 --verbose false").exit_code, 0);
   for (int it : {20, 40, 60}) EXPECT_TRUE(fs::exists(dir / "run" / "checkpoints" / ("ckpt-" + std::to_string(it) + ".h5")));

@@ -31,11 +31,12 @@ class FailingRank : public ::testing::Test {
     return "mpirun -n 4 --oversubscribe " + dlscale_binary() + " train " + (dir / "long.ini").string() +
            " --output " + (dir / "run").string();
   }
-  // Starts the job in the background; its output goes to out.txt.
-  pid_t start_job() const {
+  // Starts the job (or another command) in the background; its output goes to out.txt.
+  pid_t start_job() const { return start(job()); }
+  pid_t start(const std::string& job_command) const {
     pid_t pid = fork();
     if (pid == 0) {
-      std::string command = "exec " + job() + " >" + (dir / "out.txt").string() + " 2>&1";
+      std::string command = "exec " + job_command + " >" + (dir / "out.txt").string() + " 2>&1";
       execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -226,6 +227,39 @@ TEST_F(FailingRank, SignalStopsAtACheckpointAndResumeFinishes) {
   EXPECT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
   EXPECT_NE(resumed.out.find("resumed from"), std::string::npos) << resumed.out;
   EXPECT_TRUE(fs::exists(dir / "run" / "model.h5"));
+}
+
+// A stop signal while no step boundary comes (the rank hangs in its step,
+// DLSCALE_HANG_AT): the run ends collective-timeout later with code 143 and
+// its message, and the checkpoint it wrote before still resumes. It used to
+// wait for the boundary for ever, since the flag is read only there.
+TEST_F(FailingRank, StopSignalWithoutAStepBoundaryEndsTheRunAtTheTimeout) {
+  const std::string train = dlscale_binary() + " train " + (dir / "long.ini").string() + " --output " +
+                            (dir / "run").string() + " --checkpoint-frequency 100 --checkpoint-frequency-unit iteration";
+  pid_t rank = start("env DLSCALE_HANG_AT=0:151 " + train + " --collective-timeout 3");
+  ASSERT_GT(rank, 0);
+  // Iteration 150 is in metrics.jsonl: the rank is in step 151, which never ends.
+  for (int i = 0; i < 600 && read_file(dir / "run" / "metrics.jsonl").find("\"iteration\":150,") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(read_file(dir / "run" / "metrics.jsonl").find("\"iteration\":150,"), std::string::npos)
+      << read_file(dir / "out.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(rank, SIGTERM);
+  int status = 0;
+  const double seconds = wait_for_exit(rank, 30, status);
+  ASSERT_GE(seconds, 0) << "still running 30 s after SIGTERM: " << read_file(dir / "out.txt");
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143) << read_file(dir / "out.txt");
+  EXPECT_GE(seconds, 2.5);  // it waited for the boundary first
+  EXPECT_NE(read_file(dir / "out.txt").find("no step boundary was reached within collective-timeout"),
+            std::string::npos)
+      << read_file(dir / "out.txt");
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.h5"));
+
+  RunResult resumed = run_command(train + " --resume auto --max-epochs 1", dir);
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find("resumed from"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("ckpt-100.h5"), std::string::npos) << resumed.out;
 }
 
 // A mistake on one rank only (its config file is missing on its node): that

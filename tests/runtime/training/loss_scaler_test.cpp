@@ -248,5 +248,28 @@ TEST_F(LossScaledTraining, ScaleStateSurvivesAStopAndResumeBitwise) {
   }
 }
 
+// A checkpoint written without loss scaling holds scale 1. A run resumed
+// from it with dynamic scaling turned on starts at initial-loss-scale (it
+// used to take the 1 and lose the point of scaling) and says so.
+TEST_F(LossScaledTraining, ResumeThatTurnsScalingOnStartsAtTheInitialScale) {
+  Communicator comm;
+  auto plain = options("unscaled-then", "none", 1);
+  plain.checkpoint_frequency = 10;
+  plain.checkpoint_frequency_unit = "iteration";
+  ASSERT_EQ(train_stopping_at(plain, comm, 33).stop_reason, "preempted");
+  auto scaled = options("unscaled-then", "dynamic", 1024);
+  scaled.checkpoint_frequency = 10;
+  scaled.checkpoint_frequency_unit = "iteration";
+  scaled.resume = "auto";
+  TrainingResult resumed = trainnet(scaled, comm);
+  EXPECT_EQ(resumed.iterations, 90);
+  EXPECT_EQ(resumed.loss_scale.skipped_steps, 0);
+  EXPECT_EQ(resumed.loss_scale.scale, 1024) << "57 steps are fewer than the growth interval";
+  if (comm.rank() == 0)
+    EXPECT_NE(read_file(dir_ / "unscaled-then" / "log.txt")
+                  .find("was written without loss scaling: dynamic loss scaling starts at initial-loss-scale"),
+              std::string::npos);
+}
+
 }  // namespace
 }  // namespace dlscale::testing
