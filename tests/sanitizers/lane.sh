@@ -7,13 +7,17 @@
 # and runs the lane's tests with the sanitizers' options and suppressions of
 # tests/sanitizers/env.sh.
 #   address: ASan + UBSan (GCC), the unit tests and the MPI tests, the CLI
-#            end to end; not the cluster, Slurm, GPU, example and benchmark
-#            tests, nor those that LD_PRELOAD a fault shim (ASan must be the
-#            first library loaded) or start many 4-rank jobs (time).
+#            end to end, the preemption stress on 2 and 3 ranks (50 signals
+#            each) and the start-up stress (30 two-node starts on the
+#            namespace cluster, registered in this build only); not the other cluster, Slurm,
+#            GPU, example and benchmark tests, nor those that LD_PRELOAD a
+#            fault shim (ASan must be the first library loaded) or start
+#            many 4-rank jobs (time).
 #   thread:  TSan (clang, libomp with Archer), the tests of the threaded
 #            parts: test_threads (all of a run's threads at once), the loader,
-#            telemetry, gradient buckets, deterministic sums, the heartbeat and
-#            the OpenMP kernels.
+#            telemetry, gradient buckets, deterministic sums, the OpenMP
+#            kernels, the heartbeat and idle-wait threads (lost ranks, idle
+#            wait) and the preemption stress (40 signals per rank count).
 set -euo pipefail
 lane=${1:-}
 shift || true
@@ -24,13 +28,18 @@ case $lane in
     build=${DLSCALE_SANITIZE_BUILD:-$PWD/build-asan}
     configure=(-DDLSCALE_SANITIZE=address,undefined)
     # Labels and names of what the lane leaves out (see above).
+    # ASan makes each run of the preemption stress several times slower:
+    # 50 signals per rank count fit CI's time (docs/reliability.md).
+    export DLSCALE_STRESS_POINTS=${DLSCALE_STRESS_POINTS:-50}
     select=(-LE "^(cluster|slurm|gpu)$"
             -E "^(example_|report_render$|test_chaos$|test_filesystem_faults$|test_reduction_order$|test_step_profile_model$|test_layer_bench_graph$)")
     ;;
   thread)
     build=${DLSCALE_SANITIZE_BUILD:-$PWD/build-tsan}
     configure=(-DDLSCALE_SANITIZE=thread -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang)
-    select=(-R "^(test_threads|test_io_loader|test_telemetry|test_gradient_buckets|test_fixed_order_allreduce|test_loss_scaler|test_attention|test_layernorm|test_gemm|test_conv2d|test_dense)$|heartbeat|watchdog|preempt")
+    select=(-R "^(test_threads|test_io_loader|test_telemetry|test_gradient_buckets|test_fixed_order_allreduce|test_loss_scaler|test_attention|test_layernorm|test_gemm|test_conv2d|test_dense|test_preemption_stress|test_lost_ranks|test_idle_wait)$")
+    # Races, not counts, under TSan's 5-15x slowdown: fewer signals.
+    export DLSCALE_STRESS_POINTS=${DLSCALE_STRESS_POINTS:-40}
     ;;
   *)
     echo "usage: tests/run.sh --sanitize address|thread [ctest arguments]" >&2
