@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start-up stress (issue 32, docs/reliability.md "Start-up stress"): many
+# Start-up stress (issue 32; docs/reliability.md, the MPI_Init fence row): many
 # two-node starts as submitted jobs start their ranks (srun --mpi=pmix, the
 # job script's ring fence, 2 ranks per node), each running `dlscale info`,
 # whose rank table is MPI_Init followed at once by the job's first messages

@@ -9,10 +9,10 @@
 #   address: ASan + UBSan (GCC), the unit tests and the MPI tests, the CLI
 #            end to end, the preemption stress on 2 and 3 ranks (50 signals
 #            each) and the start-up stress (30 two-node starts on the
-#            namespace cluster, registered in this build only); not the other cluster, Slurm,
-#            GPU, example and benchmark tests, nor those that LD_PRELOAD a
-#            fault shim (ASan must be the first library loaded) or start
-#            many 4-rank jobs (time).
+#            namespace cluster, registered in this build only); not the
+#            other cluster, Slurm, GPU, example and benchmark tests, nor
+#            those that LD_PRELOAD a fault shim (ASan must be the first
+#            library loaded) or start many 4-rank jobs (time).
 #   thread:  TSan (clang, libomp with Archer), the tests of the threaded
 #            parts: test_threads (all of a run's threads at once), the loader,
 #            telemetry, gradient buckets, deterministic sums, the OpenMP
@@ -27,10 +27,10 @@ case $lane in
   address)
     build=${DLSCALE_SANITIZE_BUILD:-$PWD/build-asan}
     configure=(-DDLSCALE_SANITIZE=address,undefined)
-    # Labels and names of what the lane leaves out (see above).
     # ASan makes each run of the preemption stress several times slower:
     # 50 signals per rank count fit CI's time (docs/reliability.md).
     export DLSCALE_STRESS_POINTS=${DLSCALE_STRESS_POINTS:-50}
+    # Labels and names of what the lane leaves out (see above).
     select=(-LE "^(cluster|slurm|gpu)$"
             -E "^(example_|report_render$|test_chaos$|test_filesystem_faults$|test_reduction_order$|test_step_profile_model$|test_layer_bench_graph$)")
     ;;

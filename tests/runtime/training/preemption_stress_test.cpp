@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "io/shard_writer.h"
+#include "network_weights.h"
 #include "runtime/training/preemption.h"
 #include "runtime/training/trainer.h"
 #include "stop_at.h"
@@ -65,16 +66,6 @@ TrainingOptions stressed_run(const fs::path& dir, const std::string& run) {
   o.config_text = "preemption stress";
   o.output = (dir / run).string();
   return o;
-}
-
-std::vector<std::vector<float>> weights(Network& net) {
-  std::vector<std::vector<float>> all;
-  for (auto& [name, t] : net.named_tensors()) {
-    std::vector<float> v(t->numel());
-    for (std::int64_t i = 0; i < t->numel(); ++i) v[i] = static_cast<float>(t->at(i));
-    all.push_back(std::move(v));
-  }
-  return all;
 }
 
 // Sends `signal` to this process `delay` after it is armed, unless the run
@@ -137,7 +128,7 @@ TEST(PreemptionStress, SignalsAtRandomPointsNeverLoseACheckpointOrChangeABit) {
   // Moments from 0 to start-up plus four steps: most runs stop within a few
   // iterations, and each chain still ends.
   const double horizon_s = comm.allreduce_max(startup_s + 4 * step_s);
-  const auto reference = weights(*whole.network);
+  const auto reference = network_weights(*whole.network);
 
   const long target = env_or("DLSCALE_STRESS_POINTS", 250);
   std::mt19937_64 draw(static_cast<std::uint64_t>(env_or("DLSCALE_STRESS_SEED", 1)));  // the same on every rank
@@ -157,7 +148,8 @@ TEST(PreemptionStress, SignalsAtRandomPointsNeverLoseACheckpointOrChangeABit) {
       TrainingResult r = trainnet(o, comm);
       const bool sent = sender && sender->end();
       clear_preemption_request();  // a signal after the last step boundary belongs to no run
-      points += comm.allreduce_max(sent ? 1.0 : 0.0) > 0;
+      const bool signalled = comm.allreduce_max(sent ? 1.0 : 0.0) > 0;  // on whichever rank drew it
+      points += signalled;
       if (r.stop_reason == "preempted") {
         ASSERT_FALSE(r.last_checkpoint.empty()) << run << ": stopped without a checkpoint";
         ASSERT_TRUE(fs::exists(r.last_checkpoint)) << r.last_checkpoint;
@@ -165,8 +157,9 @@ TEST(PreemptionStress, SignalsAtRandomPointsNeverLoseACheckpointOrChangeABit) {
       }
       ASSERT_EQ(r.stop_reason, "max epochs") << run;
       ASSERT_EQ(r.iterations, whole.iterations) << run;
-      EXPECT_TRUE(weights(*r.network) == reference) << run << " ended with other weights than the uninterrupted run";
-      finished_with_signal += comm.allreduce_max(sent ? 1.0 : 0.0) > 0;
+      EXPECT_TRUE(network_weights(*r.network) == reference)
+          << run << " ended with other weights than the uninterrupted run";
+      finished_with_signal += signalled;
       done = true;
     }
   }

@@ -19,6 +19,7 @@
 #include "io/sampler.h"
 #include "io/shard_writer.h"
 #include "io/text_tokens.h"
+#include "network_weights.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/trainer.h"
 #include "stop_at.h"
@@ -50,16 +51,6 @@ TrainingOptions options(const fs::path& dir, const std::string& run) {
   o.config_text = "resume test";
   o.output = (dir / run).string();
   return o;
-}
-
-std::vector<std::vector<double>> weights(Network& net) {
-  std::vector<std::vector<double>> all;
-  for (auto& [name, t] : net.named_tensors()) {
-    std::vector<double> v(t->numel());
-    for (std::int64_t i = 0; i < t->numel(); ++i) v[i] = t->at(i);
-    all.push_back(std::move(v));
-  }
-  return all;
 }
 
 // The run `make(NAME + "-whole")` uninterrupted, and `make(NAME + "-parts")`
@@ -115,7 +106,8 @@ TEST_F(Resume, StoppedAndResumedEqualsUninterruptedBitwise) {
   TrainingResult resumed = trainnet(o, comm);
   EXPECT_EQ(resumed.iterations, 90);
   EXPECT_EQ(resumed.stop_reason, "max epochs");
-  EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
+  EXPECT_TRUE(network_weights(*whole.network) == network_weights(*resumed.network))
+      << "resumed weights differ from the whole run";
   EXPECT_EQ(*whole.validation_accuracy, *resumed.validation_accuracy);
   if (comm.rank() == 0) {  // and the files themselves: what `cmp` checks after a deterministic run
     EXPECT_TRUE(read_file(dir_ / "whole" / "model.h5") == read_file(dir_ / "parts" / "model.h5"))
@@ -136,9 +128,10 @@ TEST_F(Resume, AugmentedRunStoppedAndResumedEqualsUninterruptedBitwise) {
   };
   auto [whole, resumed] = whole_and_resumed(augmented, "aug", 37, comm);
   EXPECT_EQ(resumed.iterations, 90);
-  EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
+  EXPECT_TRUE(network_weights(*whole.network) == network_weights(*resumed.network))
+      << "resumed weights differ from the whole run";
   TrainingResult plain = trainnet(options(dir_, "aug-plain"), comm);
-  EXPECT_FALSE(weights(*whole.network) == weights(*plain.network)) << "augmentation changed nothing";
+  EXPECT_FALSE(network_weights(*whole.network) == network_weights(*plain.network)) << "augmentation changed nothing";
 }
 
 // Issue 18's check for transformers: a deterministic 2-rank run of a causal
@@ -164,7 +157,8 @@ TEST_F(Resume, DeterministicTransformerStoppedAndResumedEqualsUninterruptedBitwi
   auto [whole, resumed] = whole_and_resumed(transformer, "tf", 13, comm);
   ASSERT_GT(whole.iterations, 20);
   EXPECT_EQ(resumed.iterations, whole.iterations);
-  EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
+  EXPECT_TRUE(network_weights(*whole.network) == network_weights(*resumed.network))
+      << "resumed weights differ from the whole run";
   EXPECT_EQ(*whole.validation_loss, *resumed.validation_loss);
   EXPECT_LT(*whole.validation_loss, std::log(256.0) - 1) << "the transformer learned nothing";
 }
@@ -190,7 +184,8 @@ TEST_F(Resume, DeterministicResidualNetworkStoppedAndResumedEqualsUninterruptedB
   auto [whole, resumed] = whole_and_resumed(resnet, "res", 41, comm);
   ASSERT_EQ(whole.iterations, 90);
   EXPECT_EQ(resumed.iterations, 90);
-  EXPECT_TRUE(weights(*whole.network) == weights(*resumed.network)) << "resumed weights differ from the whole run";
+  EXPECT_TRUE(network_weights(*whole.network) == network_weights(*resumed.network))
+      << "resumed weights differ from the whole run";
   EXPECT_EQ(*whole.validation_accuracy, *resumed.validation_accuracy);
   EXPECT_LT(*whole.validation_loss, std::log(4.0) - 0.2) << "the residual network learned nothing (4 classes)";
 }
@@ -377,7 +372,7 @@ TEST_F(Resume, OtherRankCountEndsWithTheWeightsOfAnUninterruptedRun) {
   auto single = world.split(world.rank() == 0);
   TrainingResult whole_two = trainnet(plain("plain-2"), world);
   std::vector<std::vector<double>> whole_one;
-  if (single) whole_one = weights(*trainnet(plain("plain-1"), *single).network);
+  if (single) whole_one = network_weights(*trainnet(plain("plain-1"), *single).network);
   // 2 → 1: two ranks stop at 30, one rank finishes.
   train_stopping_at(plain("two-to-one"), world, 30);
   // 1 → 2: one rank stops at 30, two ranks finish.
@@ -397,13 +392,13 @@ TEST_F(Resume, OtherRankCountEndsWithTheWeightsOfAnUninterruptedRun) {
     return worst;
   };
   EXPECT_EQ(one_to_two.iterations, 90);
-  EXPECT_LE(difference(weights(*whole_two.network), weights(*one_to_two.network)), 1e-9);
+  EXPECT_LE(difference(network_weights(*whole_two.network), network_weights(*one_to_two.network)), 1e-9);
   if (single) {
     TrainingResult two_to_one = trainnet(resumed("two-to-one"), *single);
     EXPECT_EQ(two_to_one.iterations, 90);
-    EXPECT_LE(difference(whole_one, weights(*two_to_one.network)), 1e-9);
+    EXPECT_LE(difference(whole_one, network_weights(*two_to_one.network)), 1e-9);
     // The uninterrupted 1- and 2-rank runs agree as closely.
-    EXPECT_LE(difference(whole_one, weights(*whole_two.network)), 1e-9);
+    EXPECT_LE(difference(whole_one, network_weights(*whole_two.network)), 1e-9);
   }
   world.barrier();
 }
